@@ -1,0 +1,28 @@
+"""fxslots: a torch.compile backend that keeps saved activations in slot arenas.
+
+``torch.compile(model, backend="fxslots", options={"slots": 2})`` needs no import of this
+package: the backend is found through the ``torch_dynamo_backends`` entry point.
+"""
+
+from .errors import (
+    ArenaLimitError,
+    CaptureError,
+    FxslotsError,
+    OptionsError,
+    SlotsExhaustedError,
+    UnsupportedGraphError,
+)
+from .options import Options
+from .report import Report, explain
+
+__all__ = [
+    "ArenaLimitError",
+    "CaptureError",
+    "FxslotsError",
+    "Options",
+    "OptionsError",
+    "Report",
+    "SlotsExhaustedError",
+    "UnsupportedGraphError",
+    "explain",
+]

@@ -1,0 +1,94 @@
+"""Every private PyTorch API fxslots touches, in one place.
+
+fxslots supports torch 2.11 through 2.14. Private names move between releases; when one does,
+this is the only module to change.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+import torch
+
+log = logging.getLogger(__name__)
+
+# AOTAutograd and its partitioners.
+from torch._dynamo.backends.common import aot_autograd  # noqa: E402
+from torch._functorch.partitioners import min_cut_rematerialization_partition  # noqa: E402
+from torch.multiprocessing.reductions import StorageWeakRef  # noqa: E402
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols  # noqa: E402,F401
+from torch.utils._sympy.value_ranges import bound_sympy  # noqa: E402
+
+__all__ = [
+    "aot_autograd",
+    "min_cut_rematerialization_partition",
+    "StorageWeakRef",
+    "bound_sympy",
+    "current_frame_id",
+    "keep_graph",
+    "storage_alias",
+    "shape_env_of",
+    "storage_key",
+    "is_fake",
+    "trace_artifact",
+]
+
+
+def current_frame_id() -> int | None:
+    """Dynamo's id of the frame being compiled: recompiles of one region share it."""
+    compile_id = torch._guards.CompileContext.current_compile_id()
+    return None if compile_id is None else compile_id.frame_id
+
+
+def keep_graph() -> bool:
+    """True inside a backward called with retain_graph=True: saved tensors stay readable."""
+    return bool(torch._C._autograd._get_current_graph_task_keep_graph())
+
+
+def storage_alias(data_ptr: int, device: torch.device, nbytes: int) -> torch.UntypedStorage:
+    """A new storage object over memory someone else owns.
+
+    Each forward hands its saved tensors views of a fresh alias of the slot's arena, so the slot
+    can tell when the last of them died (the alias's weak reference expires) even though the
+    arena itself lives on.
+    """
+    return torch._C._construct_storage_from_data_pointer(data_ptr, device, nbytes)
+
+
+def storage_key(t: torch.Tensor) -> Any:
+    """Hashable identity of a tensor's storage; works on FakeTensors."""
+    return StorageWeakRef(t.untyped_storage())
+
+
+def is_fake(t: Any) -> bool:
+    return isinstance(t, torch._subclasses.fake_tensor.FakeTensor)
+
+
+def shape_env_of(vals: list[Any]):
+    """The ShapeEnv behind the first symbolic value or fake tensor, or None."""
+    for v in vals:
+        if isinstance(v, torch.SymInt):
+            return v.node.shape_env
+        if is_fake(v) and v.fake_mode.shape_env is not None:
+            return v.fake_mode.shape_env
+    return None
+
+
+def trace_artifact(name: str, payload: Callable[[], str], encoding: str = "string") -> None:
+    """Write one artifact to TORCH_TRACE (tlparse shows it beside Dynamo's graphs)."""
+    torch._logging.trace_structured(
+        "artifact",
+        metadata_fn=lambda: {"name": name, "encoding": encoding},
+        payload_fn=payload,
+    )
+
+
+def graph_pool_handle():
+    return torch.cuda.graph_pool_handle()
+
+
+def tracing_static_input_indices() -> list[int]:
+    ctx = torch._guards.TracingContext.try_get()
+    meta = getattr(ctx, "fw_metadata", None) if ctx is not None else None
+    return list(getattr(meta, "static_input_indices", None) or [])

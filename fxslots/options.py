@@ -1,0 +1,96 @@
+"""The options of the fxslots backend: one frozen, validated type."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .errors import OptionsError
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+@dataclass(frozen=True)
+class Options:
+    """`torch.compile(model, backend="fxslots", options={...})`.
+
+    Invariants (checked in ``__post_init__``): ``slots >= 1``; ``alignment`` is a power of two
+    of at least 16 bytes; ``max_arena_bytes`` is None or positive; ``cudagraphs`` is None
+    (auto: on for CUDA graphs), True or False; ``on_capture_failure`` is "raise" or "eager".
+    """
+
+    slots: int = 1
+    """K: how many forwards may wait for their backward at once (microbatches in flight)."""
+    alignment: int = 512
+    """Byte alignment of every storage group inside a slot's arena."""
+    copy_free: bool = True
+    """Let producers write saved tensors straight into the slot (out= forms) instead of copying."""
+    max_arena_bytes: int | None = None
+    """Refuse a variant whose saved tensors need more than this many bytes per slot."""
+    cudagraphs: bool | None = None
+    """Capture each (variant, slot, direction) as a CUDA graph. None: yes when on CUDA."""
+    on_capture_failure: str = "raise"
+    """"raise": a failed capture raises, naming the node; "eager": that graph runs uncaptured."""
+    debug: bool = field(default_factory=lambda: _env_flag("FXSLOTS_DEBUG"))
+    """Host-side ownership checks, NaN-poisoned released arenas, stale-output warnings."""
+    strict: bool = False
+    """Raise instead of warning when a graph cannot use slots and falls back."""
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            _check_type(f.name, getattr(self, f.name))
+        if self.slots < 1:
+            raise OptionsError(f"fxslots option 'slots' must be >= 1, got {self.slots}")
+        a = self.alignment
+        if a < 16 or a & (a - 1):
+            raise OptionsError(
+                f"fxslots option 'alignment' must be a power of two >= 16 bytes, got {a}"
+            )
+        if self.max_arena_bytes is not None and self.max_arena_bytes <= 0:
+            raise OptionsError(
+                f"fxslots option 'max_arena_bytes' must be positive or None, got {self.max_arena_bytes}"
+            )
+        if self.on_capture_failure not in ("raise", "eager"):
+            raise OptionsError(
+                "fxslots option 'on_capture_failure' must be 'raise' or 'eager', "
+                f"got {self.on_capture_failure!r}"
+            )
+
+    @classmethod
+    def parse(cls, options: Mapping[str, Any] | "Options" | None) -> "Options":
+        if isinstance(options, Options):
+            return options
+        options = dict(options or {})
+        valid = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(k for k in options if k not in valid)
+        if unknown:
+            raise OptionsError(
+                f"fxslots got unknown option(s) {unknown}; valid options are {valid}"
+            )
+        return cls(**options)
+
+
+_TYPES = {
+    "slots": (int,),
+    "alignment": (int,),
+    "copy_free": (bool,),
+    "max_arena_bytes": (int, type(None)),
+    "cudagraphs": (bool, type(None)),
+    "on_capture_failure": (str,),
+    "debug": (bool,),
+    "strict": (bool,),
+}
+
+
+def _check_type(name: str, value: Any) -> None:
+    types = _TYPES[name]
+    # bool is an int in Python; 'slots': True is a mistake, not a 1.
+    if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
+        names = " or ".join("None" if t is type(None) else t.__name__ for t in types)
+        raise OptionsError(
+            f"fxslots option {name!r} must be {names}, got {type(value).__name__} {value!r}"
+        )

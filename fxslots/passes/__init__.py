@@ -1,0 +1,17 @@
+"""fxslots' passes: each a named function over one graph or one plan, run through ``observe``."""
+
+from .collect import collect_saved, find_out_overload
+from .observe import observe
+from .plan import plan_arena, unplaceable_reason
+from .rewrite import rewrite_forward
+from .verify import verify_forward
+
+__all__ = [
+    "collect_saved",
+    "find_out_overload",
+    "observe",
+    "plan_arena",
+    "rewrite_forward",
+    "unplaceable_reason",
+    "verify_forward",
+]

@@ -1,0 +1,121 @@
+"""Planning: a pure function from saved tensors to an arena plan. It never sees an FX graph."""
+
+from __future__ import annotations
+
+import sympy
+
+from ..schemas import (
+    ArenaPlan,
+    Placement,
+    SavedSet,
+    SavedTensor,
+    SlotView,
+    Source,
+    StorageGroup,
+    Write,
+    align_up,
+)
+
+
+def unplaceable_reason(saved: SavedSet) -> str | None:
+    """Why this saved set cannot be placed in slots, or None when it can."""
+    for t in saved.tensors:
+        if t.overlapping:
+            return (f"saved tensor {t.name} overlaps itself (stride {t.stride} over shape "
+                    f"{t.shape}); fxslots cannot give it a slot layout")
+    return None
+
+
+def plan_arena(saved: SavedSet, *, alignment: int = 512, copy_free: bool = True) -> ArenaPlan:
+    """Give every storage group that needs a slot an aligned byte range in one slot's arena.
+
+    All saved tensors are live at once (from their producer in forward to their reader in
+    backward), so groups are packed end to end in order of first appearance. Variants reuse the
+    same bytes: every variant's plan starts at 0, and the arena is sized by the largest.
+    """
+    cursor = sympy.Integer(0)
+    placements = []
+    for g in saved.groups:
+        members = [saved.tensor(m) for m in g.members]
+        if g.source is not Source.INTERMEDIATE:
+            placements.append(_unslotted(g))
+            continue
+        write, reason = _choose_write(g, copy_free)
+        placements.append(_place(g, members, cursor, write, reason))
+        cursor = cursor + align_up(g.nbytes, alignment)
+    copied = sum((p.copied_bytes for p in placements), sympy.Integer(0))
+    return ArenaPlan(
+        placements=tuple(placements),
+        capacity=sympy.simplify(cursor),
+        copied_bytes=sympy.simplify(copied),
+        alignment=alignment,
+        capacity_bound=_upper_bound(cursor, saved.symbol_ranges),
+    )
+
+
+def _unslotted(g: StorageGroup) -> Placement:
+    reason = ("parameter or buffer: outlives every replay" if g.source is Source.PARAM
+              else "user input: the caller owns it")
+    return Placement(g.id, Write.NONE, sympy.Integer(0), g.nbytes, (), sympy.Integer(0), (), reason)
+
+
+def _choose_write(g: StorageGroup, copy_free: bool) -> tuple[Write, str]:
+    if g.user_visible:
+        return Write.COPY, "a user output shares its storage"
+    if not copy_free:
+        return Write.COPY, "copy_free=False"
+    if g.root is None:
+        return Write.COPY, "its storage is a view of a larger or shared temporary"
+    if g.root.out_overload is None:
+        return Write.COPY, g.root.why_not_out or "no out= form"
+    if sympy.simplify(g.byte_start) != 0 or sympy.simplify(g.nbytes - _root_bytes(g)) != 0:
+        return Write.COPY, f"saved views cover only part of {g.root.name}"
+    return Write.OUT, f"{g.root.out_overload} writes it in place"
+
+
+def _root_bytes(g: StorageGroup) -> sympy.Expr:
+    itemsize = _itemsize(g.root.dtype)
+    n = sympy.Integer(itemsize)
+    for s in g.root.shape:
+        n = n * s
+    return n
+
+
+def _itemsize(dtype) -> int:
+    import torch
+
+    return torch.empty((), dtype=dtype).element_size()
+
+
+def _place(g: StorageGroup, members: list[SavedTensor], offset: sympy.Expr, write: Write,
+           reason: str) -> Placement:
+    if write is Write.OUT:
+        r = g.root
+        view = SlotView("slot_" + r.name, r.name, r.dtype, r.shape, r.stride,
+                        sympy.simplify(offset / _itemsize(r.dtype)))
+        return Placement(g.id, write, offset, g.nbytes, (), sympy.Integer(0), (view,), reason)
+    views = tuple(
+        SlotView("slot_" + m.name, m.name, m.dtype, m.shape, m.stride,
+                 sympy.simplify((offset + m.storage_offset * m.itemsize - g.byte_start)
+                                / m.itemsize))
+        for m in members
+    )
+    covering = [m for m in members
+                if m.dense and sympy.simplify(m.nbytes - g.nbytes) == 0]
+    copies = (covering[0],) if covering else tuple(members)
+    copied = sum((m.compact_bytes for m in copies), sympy.Integer(0))
+    return Placement(g.id, write, offset, g.nbytes, tuple(m.name for m in copies),
+                     sympy.simplify(copied), views, reason)
+
+
+def _upper_bound(e: sympy.Expr, ranges) -> int | None:
+    """The value of ``e`` with each symbol at its upper bound (sizes grow monotonically)."""
+    if e.is_Integer:
+        return int(e)
+    subs = {}
+    for s in e.free_symbols:
+        lo_hi = ranges.get(s)
+        if lo_hi is None or lo_hi[1] is None:
+            return None
+        subs[s] = lo_hi[1]
+    return int(e.xreplace({k: sympy.Integer(v) for k, v in subs.items()}))

@@ -1,0 +1,113 @@
+"""Readable, stable printouts of rewritten graphs and arena plans (what golden tests pin)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+from .passes.rewrite import SLOT_META
+from .schemas import ArenaPlan, SavedSet, SlotView, Write
+
+_DTYPES = {
+    torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.float64: "f64",
+    torch.int64: "i64", torch.int32: "i32", torch.int8: "i8", torch.uint8: "u8",
+    torch.bool: "b8",
+}
+
+
+def dtype_str(dtype: torch.dtype) -> str:
+    return _DTYPES.get(dtype, str(dtype).replace("torch.", ""))
+
+
+def shape_str(dtype: torch.dtype, shape) -> str:
+    return f"{dtype_str(dtype)}[{', '.join(str(s) for s in shape)}]"
+
+
+def _target(node: fx.Node) -> str:
+    t = node.target
+    if isinstance(t, torch._ops.OpOverload):
+        name = str(t)
+        return name[: -len(".default")] if name.endswith(".default") else name
+    return getattr(t, "__name__", str(t))
+
+
+def _arg(a: Any) -> str:
+    if isinstance(a, fx.Node):
+        return a.name
+    if isinstance(a, (list, tuple)):
+        inner = ", ".join(_arg(x) for x in a)
+        return f"[{inner}]"
+    if isinstance(a, torch.dtype):
+        return dtype_str(a)
+    return repr(a) if isinstance(a, str) else str(a)
+
+
+def _annotation(node: fx.Node) -> str:
+    meta = node.meta.get(SLOT_META)
+    if isinstance(meta, SlotView):
+        return shape_str(meta.dtype, meta.shape) + f" @ slot+{meta.storage_offset}"
+    v = node.meta.get("val")
+    if isinstance(v, torch.Tensor):
+        return shape_str(v.dtype, v.shape)
+    if isinstance(v, torch.SymInt):
+        return "Sym(" + str(v) + ")"
+    return ""
+
+
+def format_graph(gm: fx.GraphModule, name: str = "forward") -> str:
+    """One line per node: ``name: type = target(args)  # what fxslots did here``."""
+    lines = []
+    phs = list(gm.graph.find_nodes(op="placeholder"))
+    lines.append(f"def {name}(")
+    for p in phs:
+        lines.append(f"    {p.name}: {_annotation(p)},")
+    lines.append("):")
+    for n in gm.graph.nodes:
+        if n.op == "placeholder":
+            continue
+        if n.op == "output":
+            lines.append(f"    return {_arg(n.args[0])}")
+            continue
+        args = [_arg(a) for a in n.args] + [f"{k}={_arg(v)}" for k, v in n.kwargs.items()]
+        ann = _annotation(n)
+        lhs = f"{n.name}: {ann}" if ann else n.name
+        line = f"    {lhs} = {_target(n)}({', '.join(args)})"
+        note = n.meta.get(SLOT_META)
+        if isinstance(note, str):
+            line += f"  # {note}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def format_plan(saved: SavedSet, plan: ArenaPlan) -> str:
+    """The plan as a table, then its totals. Members of one group share its storage and offset."""
+    header = ("tensor", "shape", "stride", "bytes", "group", "offset", "write")
+    rows = []
+    for p in plan.placements:
+        g = saved.groups[p.group]
+        for m in g.members:
+            t = saved.tensor(m)
+            where = "-" if p.write is Write.NONE else str(
+                p.offset + t.storage_offset * t.itemsize - g.byte_start)
+            write = p.write.value
+            if p.write is Write.COPY:
+                write += " (copy)" if m in p.copies else " (alias)"
+            rows.append((m, shape_str(t.dtype, t.shape), str(list(t.stride)), str(t.nbytes),
+                         f"g{p.group}", where, write))
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    lines = [fmt.format(*header).rstrip(), fmt.format(*("-" * w for w in widths)).rstrip()]
+    lines += [fmt.format(*r).rstrip() for r in rows]
+    lines.append("")
+    lines.append("groups:")
+    for p in plan.placements:
+        lines.append(f"  g{p.group}: {p.write.value:<9} offset {p.offset}, {p.nbytes} bytes"
+                     f"  ({p.reason})")
+    lines.append(f"arena bytes per slot: {plan.capacity}"
+                 + (f" (at most {plan.capacity_bound})"
+                    if plan.capacity_bound is not None and not plan.capacity.is_Integer else ""))
+    lines.append(f"saved bytes in slot: {plan.slot_bytes}, copy-free: {plan.copy_free_bytes}")
+    lines.append(f"bytes copied per forward: {plan.copied_bytes}")
+    return "\n".join(lines)

@@ -1,0 +1,125 @@
+"""``fxslots.explain``: compile, run one forward and backward, show what fxslots did."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import torch
+
+from .printing import format_plan
+from .schemas import ArenaPlan, SavedSet
+
+
+@dataclass
+class Report:
+    """The rewritten graphs, the plan table and the totals of every graph compiled."""
+
+    graphs: list[Any]  # backend.CompiledGraphs, in compile order
+    slots: list[dict[str, Any]] = field(default_factory=list)  # the ring after the step
+
+    def __str__(self) -> str:
+        parts = []
+        for i, g in enumerate(self.graphs):
+            title = f"graph {i}" + (f" ({g.variant.name} of {g.variant.ring.name})"
+                                    if g.variant is not None else "")
+            parts.append(f"===== {title} =====")
+            if g.fallback:
+                parts.append(f"runs without slots: {g.fallback}")
+            parts.append("----- forward (rewritten) -----")
+            parts.append(g.forward_after)
+            parts.append("----- backward -----")
+            parts.append(g.backward or "(not compiled)")
+            if g.plan is not None:
+                parts.append("----- plan -----")
+                parts.append(format_plan(g.saved, g.plan))
+        return "\n".join(parts)
+
+    @property
+    def plans(self) -> list[tuple[SavedSet, ArenaPlan]]:
+        return [(g.saved, g.plan) for g in self.graphs if g.plan is not None]
+
+    def to_json(self) -> str:
+        return json.dumps({
+            "graphs": [json.loads(plan_to_json(s, p)) for s, p in self.plans],
+            "slots": self.slots,
+        }, indent=1)
+
+    def plot(self, path: str) -> str:
+        from .plot import plot_report
+
+        return plot_report(self, path)
+
+
+def plan_to_json(saved: SavedSet, plan: ArenaPlan) -> str:
+    """The plan as JSON: sizes and offsets as strings (sympy expressions when symbolic)."""
+    groups = {g.id: g for g in saved.groups}
+    return json.dumps({
+        "capacity": str(plan.capacity),
+        "capacity_bound": plan.capacity_bound,
+        "alignment": plan.alignment,
+        "copied_bytes": str(plan.copied_bytes),
+        "groups": [{
+            "group": p.group,
+            "source": groups[p.group].source.value,
+            "write": p.write.value,
+            "offset": str(p.offset),
+            "nbytes": str(p.nbytes),
+            "copies": list(p.copies),
+            "reason": p.reason,
+            "members": [{
+                "name": t.name,
+                "dtype": str(t.dtype).replace("torch.", ""),
+                "shape": [str(s) for s in t.shape],
+                "stride": [str(s) for s in t.stride],
+                "storage_offset": str(t.storage_offset),
+                "nbytes": str(t.nbytes),
+            } for t in (saved.tensor(m) for m in groups[p.group].members)],
+        } for p in plan.placements],
+    }, indent=1)
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[list[Any]]:
+    """Collect what every fxslots compile inside the block produced."""
+    from . import backend
+
+    rec: list[Any] = []
+    backend._recorders.append(rec)
+    try:
+        yield rec
+    finally:
+        backend._recorders.remove(rec)
+
+
+def explain(model: torch.nn.Module, *args: Any, dynamic: bool | None = None,
+            **options: Any) -> Report:
+    """Compile ``model`` with fxslots, run one forward and backward on ``args``, and report.
+
+    Resets Dynamo's caches first, so the model is compiled afresh even if it ran before.
+    """
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend="fxslots", options=options, dynamic=dynamic)
+    with recording() as rec:
+        out = compiled(*args)
+        outs = [o for o in _flatten(out) if isinstance(o, torch.Tensor) and o.requires_grad]
+        if outs:
+            torch.autograd.backward(outs, [torch.ones_like(o) for o in outs])
+    slots = []
+    rings = {id(g.variant.ring): g.variant.ring for g in rec if g.variant is not None}
+    for ring in rings.values():
+        for s in ring.slots:
+            slots.append({"ring": ring.name, "slot": s.index, "bytes": s.nbytes,
+                          "variant": s.variant, "microbatch": s.microbatch,
+                          "pending": s.pending()})
+    return Report(rec, slots)
+
+
+def _flatten(x: Any) -> list[Any]:
+    if isinstance(x, (list, tuple)):
+        return [y for e in x for y in _flatten(e)]
+    if isinstance(x, dict):
+        return [y for e in x.values() for y in _flatten(e)]
+    return [x]

@@ -1,0 +1,258 @@
+"""The slot ring and the forward/backward wrappers AOTAutograd calls.
+
+A forward takes a free slot, hands its graph views of a fresh alias of the slot's arena, and
+returns them as saved tensors. A slot is pending while any of those views lives (autograd holds
+them until backward, longer with retain_graph=True); its backward, found by the address of its
+saved tensors, gives it back. The same code runs on CPU and CUDA: only the executor differs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import sympy
+import torch
+
+from . import _torch
+from .errors import ArenaLimitError, FxslotsError, SlotsExhaustedError
+from .options import Options
+from .schemas import ArenaPlan, SlotView, evaluate
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Slot:
+    """One in-flight microbatch's memory: a flat byte arena, reused by every variant."""
+
+    index: int
+    device: torch.device
+    arena: torch.Tensor | None = None
+    owner: Any = None  # weak reference to the alias storage of the forward holding the slot
+    variant: str | None = None
+    microbatch: int | None = None
+    generation: int = 0  # bumps when the arena is reallocated (captured graphs go stale)
+
+    @property
+    def nbytes(self) -> int:
+        return 0 if self.arena is None else self.arena.numel()
+
+    def pending(self) -> bool:
+        return self.owner is not None and not self.owner.expired()
+
+    def owns(self, t: torch.Tensor) -> bool:
+        return (self.owner is not None and
+                _torch.storage_key(t).cdata == self.owner.cdata)
+
+
+class SlotRing:
+    """K slots shared by every variant of one compiled region (one Dynamo frame)."""
+
+    def __init__(self, name: str, options: Options):
+        self.name = name
+        self.options = options
+        self.slots: list[Slot] = []
+        self.variants: list[Any] = []  # weak references to the Variants compiled for the region
+        self._microbatches = itertools.count()
+        self.grow_events = 0
+
+    def acquire(self, nbytes: int, device: torch.device, variant: str) -> tuple[Slot, Any]:
+        """A free slot whose arena holds ``nbytes``, and a fresh alias storage of that arena.
+
+        Raises before anything is written when every slot is pending or the arena limit is hit.
+        """
+        limit = self.options.max_arena_bytes
+        if limit is not None and nbytes > limit:
+            raise ArenaLimitError(
+                f"fxslots: variant {variant} of {self.name} needs {nbytes} arena bytes per slot, "
+                f"more than max_arena_bytes={limit}; raise the option 'max_arena_bytes' or "
+                f"bound this input's shape")
+        if not self.slots:
+            self.slots = [Slot(i, device) for i in range(self.options.slots)]
+        slot = self._free_slot(variant)
+        if slot.device != device:
+            raise FxslotsError(
+                f"fxslots: {self.name} ran on {device} after {slot.device}; one compiled model "
+                f"keeps its slots on one device (compile one model per device)")
+        if slot.nbytes < nbytes:
+            self._grow(slot, nbytes, variant)
+        alias = _torch.storage_alias(slot.arena.data_ptr(), device, nbytes)
+        slot.owner = _torch.StorageWeakRef(alias)
+        slot.variant = variant
+        slot.microbatch = next(self._microbatches)
+        return slot, alias
+
+    def _free_slot(self, variant: str) -> Slot:
+        free = [s for s in self.slots if not s.pending()]
+        if not free:
+            held = ", ".join(f"slot {s.index}: microbatch {s.microbatch} ({s.variant})"
+                             for s in self.slots)
+            raise SlotsExhaustedError(
+                f"fxslots: a forward of {self.name} ({variant}) needs a slot, but all "
+                f"{len(self.slots)} are pending a backward ({held}). Run a backward first, or "
+                f"raise the option 'slots' (now {self.options.slots}) to the number of "
+                f"microbatches your schedule keeps in flight")
+        # Prefer a slot whose arena is already big enough: growing one invalidates its graphs.
+        return max(free, key=lambda s: (s.nbytes, -s.index))
+
+    def _grow(self, slot: Slot, nbytes: int, variant: str) -> None:
+        old = slot.nbytes
+        try:
+            slot.arena = None  # free the old arena first: it holds nothing live
+            slot.arena = torch.empty(nbytes, dtype=torch.uint8, device=slot.device)
+        except torch.OutOfMemoryError as e:
+            raise ArenaLimitError(
+                f"fxslots: growing slot {slot.index} of {self.name} to {nbytes} bytes for "
+                f"{variant} ran out of memory ({e}). Earlier variants still run; lower the "
+                f"batch or sequence size, or set 'max_arena_bytes' to refuse such variants "
+                f"up front") from e
+        slot.generation += 1
+        self.grow_events += 1
+        log.info("%s: slot %d arena grows %d -> %d bytes for %s", self.name, slot.index, old,
+                 nbytes, variant)
+
+    def find(self, saved: torch.Tensor) -> Slot:
+        """The slot whose current forward produced ``saved``."""
+        for s in self.slots:
+            if s.owns(saved):
+                return s
+        raise FxslotsError(
+            f"fxslots: a backward of {self.name} got saved tensors from no pending slot; their "
+            f"slot was reused, which should be impossible. Please report this with FXSLOTS_DEBUG=1")
+
+    def release(self, slot: Slot) -> None:
+        if self.options.debug and slot.arena is not None:
+            slot.arena.fill_(0xFF)  # all-ones bytes read as NaN in every float format
+        slot.owner = None
+
+    def pending(self) -> int:
+        return sum(s.pending() for s in self.slots)
+
+
+@dataclass(frozen=True)
+class ViewLayout:
+    """A plan evaluated at one concrete shape: arena bytes and (dtype, offset, shape, stride)."""
+
+    nbytes: int
+    views: tuple[tuple[torch.dtype, int, tuple[int, ...], tuple[int, ...]], ...]
+
+
+class SymbolBinder:
+    """Reads the value of each shape symbol from a forward's runtime arguments."""
+
+    def __init__(self, placeholders: Sequence[torch.fx.Node]):
+        self.read: dict[sympy.Symbol, Callable[[Sequence[Any]], int]] = {}
+        for i, p in enumerate(placeholders):
+            v = p.meta.get("val")
+            if isinstance(v, torch.SymInt) and isinstance(v.node.expr, sympy.Symbol):
+                self.read.setdefault(v.node.expr, lambda a, i=i: int(a[i]))
+            elif isinstance(v, torch.Tensor):
+                for d, s in enumerate(v.shape):
+                    if isinstance(s, torch.SymInt) and isinstance(s.node.expr, sympy.Symbol):
+                        self.read.setdefault(s.node.expr, lambda a, i=i, d=d: a[i].shape[d])
+
+    def missing(self, exprs: Sequence[sympy.Expr]) -> set[sympy.Symbol]:
+        syms = set().union(*(e.free_symbols for e in exprs)) if exprs else set()
+        return {s for s in syms if s not in self.read}
+
+    def bind(self, args: Sequence[Any]) -> dict[sympy.Symbol, int]:
+        return {s: r(args) for s, r in self.read.items()}
+
+
+def layout_of(plan: ArenaPlan, env: dict[sympy.Symbol, int]) -> ViewLayout:
+    def ints(xs):
+        return tuple(evaluate(x, env) for x in xs)
+
+    return ViewLayout(
+        nbytes=max(evaluate(plan.capacity, env), 1),
+        views=tuple((v.dtype, evaluate(v.storage_offset, env), ints(v.shape), ints(v.stride))
+                    for v in plan.views),
+    )
+
+
+def make_views(alias: Any, device: torch.device, layout: ViewLayout) -> list[torch.Tensor]:
+    return [torch.empty(0, dtype=dtype, device=device).set_(alias, off, shape, stride)
+            for dtype, off, shape, stride in layout.views]
+
+
+@dataclass
+class Variant:
+    """One compiled forward/backward pair of a region, and how it uses the region's slots."""
+
+    name: str
+    ring: SlotRing
+    device: torch.device
+    plan: ArenaPlan
+    binder: SymbolBinder
+    forward_graph: Callable[..., Any]
+    backward_graph: Callable[..., Any] | None = None
+    saved_arg_index: int | None = None  # a backward argument that is a slot view
+    executor: Any = None  # runs graphs: eager on CPU, captured CUDA graphs on CUDA
+    layouts: dict[tuple, ViewLayout] = field(default_factory=dict)
+    runs: int = 0
+
+    def layout(self, args: Sequence[Any]) -> ViewLayout:
+        env = self.binder.bind(args)
+        key = tuple(sorted((str(k), v) for k, v in env.items()))
+        lay = self.layouts.get(key)
+        if lay is None:
+            lay = self.layouts[key] = layout_of(self.plan, env)
+        return lay
+
+    def forward(self, args: list[Any]) -> Any:
+        if not self.plan.views:
+            return self.executor.forward(self, None, args, [])
+        lay = self.layout(args)
+        slot, alias = self.ring.acquire(lay.nbytes, self.device, self.name)
+        try:
+            views = make_views(alias, self.device, lay)
+            del alias
+            out = self.executor.forward(self, slot, args, views)
+        except BaseException:
+            self.ring.release(slot)
+            raise
+        self.runs += 1
+        return out
+
+    def backward(self, args: list[Any]) -> Any:
+        slot = None
+        if self.saved_arg_index is not None:
+            slot = self.ring.find(args[self.saved_arg_index])
+        try:
+            return self.executor.backward(self, slot, args)
+        finally:
+            if slot is not None and not _torch.keep_graph():
+                self.ring.release(slot)
+
+
+class EagerExecutor:
+    """Runs the rewritten graphs as they are: CPU, or CUDA with cudagraphs=False."""
+
+    def forward(self, variant: Variant, slot: Slot | None, args: list[Any], views: list[Any]):
+        return variant.forward_graph(*args, *views)
+
+    def backward(self, variant: Variant, slot: Slot | None, args: list[Any]):
+        return variant.backward_graph(*args)
+
+
+def boxed(fn: Callable[[list[Any]], Any]) -> Callable[[list[Any]], Any]:
+    """AOTAutograd's boxed calling convention: one list argument."""
+
+    def call(args: list[Any]) -> Any:
+        return fn(list(args))
+
+    call._boxed_call = True  # type: ignore[attr-defined]
+    return call
+
+
+def warn_fallback(reason: str, strict: bool) -> None:
+    from .errors import UnsupportedGraphError
+
+    msg = f"fxslots: this graph runs without slots: {reason}"
+    if strict:
+        raise UnsupportedGraphError(msg + " (strict=True)")
+    warnings.warn(msg + " (set strict=True to make this an error)", stacklevel=3)
