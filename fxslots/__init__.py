@@ -15,6 +15,17 @@ from .errors import (
 from .options import Options
 from .report import Report, explain
 
+
+def reset() -> None:
+    """Forget every compiled graph and slot ring (and Dynamo's caches): a fresh start."""
+    import torch
+
+    from . import backend
+
+    torch._dynamo.reset()
+    backend._rings.clear()
+    backend.counters.clear()
+
 __all__ = [
     "ArenaLimitError",
     "CaptureError",
@@ -25,4 +36,5 @@ __all__ = [
     "SlotsExhaustedError",
     "UnsupportedGraphError",
     "explain",
+    "reset",
 ]

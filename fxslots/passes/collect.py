@@ -188,7 +188,7 @@ def _symbol_ranges(nodes: list[fx.Node]) -> dict[sympy.Symbol, tuple[int, int | 
     out = {}
     for s in sorted(syms, key=str):
         r = env.var_to_range.get(s)
-        lo = int(r.lower) if r is not None and r.lower.is_finite else 0
-        hi = int(r.upper) if r is not None and r.upper.is_finite else None
+        lo = int(r.lower) if r is not None and r.lower.is_Integer else 0
+        hi = int(r.upper) if r is not None and r.upper.is_Integer else None
         out[s] = (lo, hi)
     return out
