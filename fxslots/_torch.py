@@ -15,13 +15,17 @@ log = logging.getLogger(__name__)
 
 # AOTAutograd and its partitioners.
 from torch._dynamo.backends.common import aot_autograd  # noqa: E402
-from torch._functorch.partitioners import min_cut_rematerialization_partition  # noqa: E402
+from torch._functorch.partitioners import (  # noqa: E402
+    default_partition,
+    min_cut_rematerialization_partition,
+)
 from torch.multiprocessing.reductions import StorageWeakRef  # noqa: E402
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols  # noqa: E402,F401
 from torch.utils._sympy.value_ranges import bound_sympy  # noqa: E402
 
 __all__ = [
     "aot_autograd",
+    "default_partition",
     "min_cut_rematerialization_partition",
     "StorageWeakRef",
     "bound_sympy",
@@ -33,6 +37,17 @@ __all__ = [
     "is_fake",
     "trace_artifact",
 ]
+
+
+def size_hint(x: Any) -> int:
+    """A concrete example value of a (possibly symbolic) size, without adding guards."""
+    if not isinstance(x, torch.SymInt):
+        return int(x)
+    from torch.fx.experimental import symbolic_shapes as ss
+
+    if hasattr(ss, "optimization_hint"):  # torch >= 2.12
+        return int(ss.optimization_hint(x))
+    return int(x.node.shape_env.size_hint(x.node.expr))
 
 
 def current_frame_id() -> int | None:

@@ -21,10 +21,12 @@ from .passes import (
     collect_saved,
     observe,
     plan_arena,
+    annotate_backward,
     rewrite_forward,
     unplaceable_reason,
     verify_forward,
 )
+from .policies import PARTITIONERS
 from .printing import format_graph
 from .runtime import EagerExecutor, SlotRing, SymbolBinder, Variant, boxed, warn_fallback
 from .schemas import ArenaPlan, SavedSet, Write
@@ -96,7 +98,7 @@ class _Compiler:
 
     def partition(self, joint: fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int,
                   **kwargs: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
-        fw, bw = _torch.min_cut_rematerialization_partition(
+        fw, bw = PARTITIONERS[self.options.partitioner](
             joint, joint_inputs, num_fwd_outputs=num_fwd_outputs, **kwargs)
         if joint_inputs is not None and len(joint_inputs) == 0:
             return fw, bw  # a nested region's subgraph: the outer graph owns the slots
@@ -150,6 +152,8 @@ class _Compiler:
         return boxed(self.variant.forward)
 
     def compile_backward(self, bw: fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
+        if self.variant is not None:
+            annotate_backward(bw, self.record.saved, self.variant.plan)
         text = format_graph(bw, "backward")
         if self.record is not None:
             self.record.backward = text

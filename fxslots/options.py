@@ -39,6 +39,8 @@ class Options:
     """Host-side ownership checks, NaN-poisoned released arenas, stale-output warnings."""
     strict: bool = False
     """Raise instead of warning when a graph cannot use slots and falls back."""
+    partitioner: str = "min_cut"
+    """How AOTAutograd splits forward from backward: a name in ``fxslots.policies.PARTITIONERS``."""
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -54,6 +56,12 @@ class Options:
             raise OptionsError(
                 f"fxslots option 'max_arena_bytes' must be positive or None, got {self.max_arena_bytes}"
             )
+        from .policies import PARTITIONERS
+
+        if self.partitioner not in PARTITIONERS:
+            raise OptionsError(
+                f"fxslots option 'partitioner' must be one of {sorted(PARTITIONERS)}, "
+                f"got {self.partitioner!r}")
         if self.on_capture_failure not in ("raise", "eager"):
             raise OptionsError(
                 "fxslots option 'on_capture_failure' must be 'raise' or 'eager', "
@@ -83,6 +91,7 @@ _TYPES = {
     "on_capture_failure": (str,),
     "debug": (bool,),
     "strict": (bool,),
+    "partitioner": (str,),
 }
 
 

@@ -47,7 +47,8 @@ def _arg(a: Any) -> str:
 def _annotation(node: fx.Node) -> str:
     meta = node.meta.get(SLOT_META)
     if isinstance(meta, SlotView):
-        return shape_str(meta.dtype, meta.shape) + f" @ slot+{meta.storage_offset}"
+        nbytes = meta.storage_offset * torch.empty((), dtype=meta.dtype).element_size()
+        return shape_str(meta.dtype, meta.shape) + f" @ slot byte {nbytes}"
     v = node.meta.get("val")
     if isinstance(v, torch.Tensor):
         return shape_str(v.dtype, v.shape)
@@ -62,7 +63,8 @@ def format_graph(gm: fx.GraphModule, name: str = "forward") -> str:
     phs = list(gm.graph.find_nodes(op="placeholder"))
     lines.append(f"def {name}(")
     for p in phs:
-        lines.append(f"    {p.name}: {_annotation(p)},")
+        note = p.meta.get(SLOT_META)
+        lines.append(f"    {p.name}: {_annotation(p)}," + (f"  # {note}" if isinstance(note, str) else ""))
     lines.append("):")
     for n in gm.graph.nodes:
         if n.op == "placeholder":
@@ -93,7 +95,8 @@ def format_plan(saved: SavedSet, plan: ArenaPlan) -> str:
                 p.offset + t.storage_offset * t.itemsize - g.byte_start)
             write = p.write.value
             if p.write is Write.COPY:
-                write += " (copy)" if m in p.copies else " (alias)"
+                write += (" (copy)" if m in p.copies
+                          else f" (alias of {p.copies[0]})" if len(p.copies) == 1 else " (alias)")
             rows.append((m, shape_str(t.dtype, t.shape), str(list(t.stride)), str(t.nbytes),
                          f"g{p.group}", where, write))
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]

@@ -177,7 +177,7 @@ class Placement:
     write: Write
     offset: Expr  # bytes from the arena's start; aligned
     nbytes: Expr  # the group's span
-    copies: tuple[str, ...]  # members copied into the slot (empty when copy-free)
+    copies: tuple[str, ...]  # values copied into the slot: a member, or the group's root
     copied_bytes: Expr
     views: tuple[SlotView, ...]
     reason: str  # why this write kind was chosen

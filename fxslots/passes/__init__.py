@@ -3,10 +3,11 @@
 from .collect import collect_saved, find_out_overload
 from .observe import observe
 from .plan import plan_arena, unplaceable_reason
-from .rewrite import rewrite_forward
+from .rewrite import annotate_backward, rewrite_forward
 from .verify import verify_forward
 
 __all__ = [
+    "annotate_backward",
     "collect_saved",
     "find_out_overload",
     "observe",

@@ -131,10 +131,7 @@ def _saved_tensor(n: fx.Node, group: int) -> SavedTensor:
     )
 
 
-def _hint(x: Any) -> int:
-    if isinstance(x, torch.SymInt):
-        return int(x.node.shape_env.size_hint(x.node.expr))
-    return int(x)
+_hint = _torch.size_hint
 
 
 def _layout(v: torch.Tensor) -> tuple[bool, bool]:

@@ -68,7 +68,7 @@ def _choose_write(g: StorageGroup, copy_free: bool) -> tuple[Write, str]:
         return Write.COPY, "its storage is a view of a larger or shared temporary"
     if g.root.out_overload is None:
         return Write.COPY, g.root.why_not_out or "no out= form"
-    if sympy.simplify(g.byte_start) != 0 or sympy.simplify(g.nbytes - _root_bytes(g)) != 0:
+    if not _root_covers(g):
         return Write.COPY, f"saved views cover only part of {g.root.name}"
     return Write.OUT, f"{g.root.out_overload} writes it in place"
 
@@ -102,10 +102,25 @@ def _place(g: StorageGroup, members: list[SavedTensor], offset: sympy.Expr, writ
     )
     covering = [m for m in members
                 if m.dense and sympy.simplify(m.nbytes - g.nbytes) == 0]
-    copies = (covering[0],) if covering else tuple(members)
-    copied = sum((m.compact_bytes for m in copies), sympy.Integer(0))
-    return Placement(g.id, write, offset, g.nbytes, tuple(m.name for m in copies),
-                     sympy.simplify(copied), views, reason)
+    if covering:  # one member holds every byte: copy it, the others alias it
+        copies = (covering[0].name,)
+        copied = covering[0].compact_bytes
+    elif g.root is not None and _root_covers(g):  # copy the storage's producer once
+        r = g.root
+        views = (SlotView("slot_" + r.name, r.name, r.dtype, r.shape, r.stride,
+                          sympy.simplify(offset / _itemsize(r.dtype))),) + views
+        copies = (r.name,)
+        copied = _root_bytes(g)
+    else:  # copy each member; overlapping members copy their shared bytes twice
+        copies = tuple(m.name for m in members)
+        copied = sum((m.compact_bytes for m in members), sympy.Integer(0))
+    return Placement(g.id, write, offset, g.nbytes, copies, sympy.simplify(copied), views,
+                     reason)
+
+
+def _root_covers(g: StorageGroup) -> bool:
+    return (sympy.simplify(g.byte_start) == 0
+            and sympy.simplify(g.nbytes - _root_bytes(g)) == 0)
 
 
 def _upper_bound(e: sympy.Expr, ranges) -> int | None:

@@ -34,13 +34,13 @@ def rewrite_forward(fw: fx.GraphModule, saved: SavedSet, plan: ArenaPlan,
                        resolve_overload(saved.groups[p.group].root.out_overload), p)
             changed += 1
         elif p.write is Write.COPY:
-            by_name = {v.holds: slot_ph[v.name] for v in p.views}
-            for member in p.copies:
-                replace[member] = _insert_copy(graph, nodes[member], by_name[member],
-                                               saved.tensor(member).stride, p)
+            views = {v.holds: v for v in p.views}
+            for name in p.copies:
+                replace[name] = _insert_copy(graph, nodes[name], slot_ph[views[name].name],
+                                             views[name].stride, p)
                 changed += 1
-            for holds, ph in by_name.items():
-                replace.setdefault(holds, ph)
+            for holds, view in views.items():
+                replace.setdefault(holds, slot_ph[view.name])
     _return_slot_views(graph, replace, num_fwd_outputs)
     graph.lint()
     fw.recompile()
@@ -61,7 +61,7 @@ def _add_view_placeholders(graph: fx.Graph, plan: ArenaPlan) -> dict[str, fx.Nod
 def _write_out(node: fx.Node, view: fx.Node, out_op, p) -> None:
     node.target = out_op
     node.kwargs = {**node.kwargs, "out": view}
-    node.meta[SLOT_META] = f"{p.write.value} into group {p.group}"
+    node.meta[SLOT_META] = _note(p)
 
 
 def _insert_copy(graph: fx.Graph, src: fx.Node, dst: fx.Node, stride, p) -> fx.Node:
@@ -74,9 +74,13 @@ def _insert_copy(graph: fx.Graph, src: fx.Node, dst: fx.Node, stride, p) -> fx.N
                 s = graph.call_function(aten.slice.Tensor, (s, dim, 0, 1))
                 d = graph.call_function(aten.slice.Tensor, (d, dim, 0, 1))
         copy = graph.call_function(aten.copy_.default, (d, s))
-    copy.meta[SLOT_META] = f"{p.write.value} into group {p.group}"
+    copy.meta[SLOT_META] = _note(p)
     # The slot view itself carries the full (expanded) layout the backward expects.
     return copy if d is dst else dst
+
+
+def _note(p) -> str:
+    return f"{p.write.value}: slot bytes [{p.offset}, {p.offset + p.nbytes}) hold group {p.group}"
 
 
 def _return_slot_views(graph: fx.Graph, replace: dict[str, fx.Node], num_fwd_outputs: int) -> None:
@@ -87,3 +91,16 @@ def _return_slot_views(graph: fx.Graph, replace: dict[str, fx.Node], num_fwd_out
         if isinstance(n, fx.Node) and n.name in replace:
             outs[i] = replace[n.name]
     output.args = (tuple(outs),)
+
+
+def annotate_backward(bw: fx.GraphModule, saved: SavedSet, plan: ArenaPlan) -> None:
+    """Mark each backward placeholder that arrives as a slot view with where it lives."""
+    for ph in bw.graph.find_nodes(op="placeholder"):
+        t = next((t for t in saved.tensors if t.name == ph.name), None)
+        if t is None:
+            continue
+        p = plan.placement(t.group)
+        if p.write is not Write.NONE:
+            g = saved.groups[t.group]
+            ph.meta[SLOT_META] = (f"read from slot: group {t.group} at byte "
+                                  f"{p.offset + t.storage_offset * t.itemsize - g.byte_start}")

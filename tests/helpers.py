@@ -1,0 +1,86 @@
+"""Shared test helpers: run a schedule of forwards and backwards under a backend."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+
+import fxslots
+
+
+def schedule_fbfb(n):
+    return [op for i in range(n) for op in (("F", i), ("B", i))]
+
+
+def schedule_ffbb(n):
+    return [("F", i) for i in range(n)] + [("B", i) for i in range(n)]
+
+
+def schedule_reverse(n):
+    return [("F", i) for i in range(n)] + [("B", i) for i in reversed(range(n))]
+
+
+def schedule_1f1b(n, k):
+    """k forwards warm up, then one backward per forward, then the drain."""
+    ops, f, b = [], 0, 0
+    while f < min(k, n):
+        ops.append(("F", f)); f += 1
+    while f < n:
+        ops.append(("B", b)); b += 1
+        ops.append(("F", f)); f += 1
+    while b < n:
+        ops.append(("B", b)); b += 1
+    return ops
+
+
+def loss_of(out):
+    return out.float().square().mean() if out.is_floating_point() else out.sum()
+
+
+def run(model, backend, inputs, schedule, *, set_to_none=True, steps=1, dynamic=None,
+        options=None):
+    """Train a deep copy of ``model`` for ``steps`` steps of ``schedule`` over ``inputs``.
+
+    Returns (per-step grads, outputs of the last step). With set_to_none=False gradients
+    accumulate across steps in persistent .grad buffers.
+    """
+    fxslots.reset()
+    torch.manual_seed(0)
+    m = copy.deepcopy(model)
+    if backend == "eager":
+        f = m
+    else:
+        kw = {"options": options} if options else {}
+        f = torch.compile(m, backend=backend, dynamic=dynamic, **kw)
+    grads, outs = [], {}
+    for _ in range(steps):
+        pending = {}
+        for op, i in schedule:
+            if op == "F":
+                pending[i] = f(inputs[i].clone())
+                outs[i] = pending[i].detach().clone()
+            else:
+                loss_of(pending.pop(i)).backward()
+        grads.append([None if p.grad is None else p.grad.clone() for p in m.parameters()])
+        m.zero_grad(set_to_none=set_to_none)
+    return grads, outs
+
+
+def assert_same(a, b, exact=True, atol=1e-5, rtol=1e-5):
+    (ga, oa), (gb, ob) = a, b
+    assert oa.keys() == ob.keys()
+    for k in oa:
+        _check(oa[k], ob[k], exact, atol, rtol, f"output {k}")
+    for step, (sa, sb) in enumerate(zip(ga, gb, strict=True)):
+        for j, (x, y) in enumerate(zip(sa, sb, strict=True)):
+            assert (x is None) == (y is None), f"step {step} grad {j}: one is None"
+            if x is not None:
+                _check(x, y, exact, atol, rtol, f"step {step} grad {j}")
+
+
+def _check(x, y, exact, atol, rtol, what):
+    if exact:
+        assert torch.equal(x, y), f"{what} differs: max {(x - y).abs().max().item()}"
+    else:
+        torch.testing.assert_close(x, y, atol=atol, rtol=rtol, msg=lambda m: f"{what}: {m}")

@@ -1,0 +1,472 @@
+"""Golden tests: the rewritten graphs and the plan, pinned, each with a numerics check.
+
+Regenerate the snapshots with EXPECTTEST_ACCEPT=1 after an intended change, and read the diff.
+"""
+
+from __future__ import annotations
+
+import torch
+from expecttest import assert_expected_inline
+
+import fxslots
+from examples.models import MLP, Attention
+from tests.helpers import assert_same, run, schedule_ffbb
+
+
+def check_numerics(model, inputs, dynamic=None, **options):
+    """Two microbatches in flight: bitwise equal to aot_eager, within 1e-5 of eager."""
+    sched = schedule_ffbb(len(inputs))
+    opts = {"slots": len(inputs), **options}
+    ours = run(model, "fxslots", inputs, sched, dynamic=dynamic, options=opts)
+    ref = run(model, "aot_eager", inputs, sched, dynamic=dynamic)
+    assert_same(ours, ref, exact=True)
+    assert_same(ours, run(model, "eager", inputs, sched), exact=False)
+
+
+def explain(model, x, **kw):
+    return str(fxslots.explain(model, x, **kw))
+
+
+class Aliasing(torch.nn.Module):
+    """Saved tensors that view one storage: two slices, a transpose of one, an expand."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(8, 16))
+
+    def forward(self, x):
+        h = x @ self.w
+        a, b = h.chunk(2, dim=-1)
+        e = a[:1].expand(4, 8)
+        return (a * b).sum() + (b.t() @ e).sum()
+
+
+class InPlaceInput(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        x.mul_(2)  # mutates the caller's tensor, as eager does
+        return self.lin(x).tanh()
+
+
+def test_mlp():
+    torch.manual_seed(0)
+    model = MLP(16, 32, 2)
+    check_numerics(model, [torch.randn(4, 16), torch.randn(4, 16)])
+    assert_expected_inline(explain(model, torch.randn(4, 16), slots=2), """\
+===== graph 0 (v0 of region 0) =====
+----- forward (rewritten) -----
+def forward(
+    primals_1: f32[32, 16],
+    primals_2: f32[32],
+    primals_3: f32[4, 16],
+    primals_4: f32[16, 32],
+    primals_5: f32[16],
+    slot_addmm: f32[4, 32] @ slot byte 0,
+    slot_gelu: f32[4, 32] @ slot byte 512,
+):
+    t: f32[16, 32] = aten.t(primals_1)
+    addmm: f32[4, 32] = aten.addmm.out(primals_2, primals_3, t, out=slot_addmm)  # copy-free: slot bytes [0, 512) hold group 2
+    gelu: f32[4, 32] = aten.gelu.out(addmm, out=slot_gelu)  # copy-free: slot bytes [512, 1024) hold group 3
+    t_1: f32[32, 16] = aten.t(primals_4)
+    addmm_1: f32[4, 16] = aten.addmm(primals_5, gelu, t_1)
+    return [addmm_1, primals_3, primals_4, addmm, gelu]
+----- backward -----
+def backward(
+    primals_3: f32[4, 16],
+    primals_4: f32[16, 32],
+    addmm: f32[4, 32],  # read from slot: group 2 at byte 0
+    gelu: f32[4, 32],  # read from slot: group 3 at byte 512
+    tangents_1: f32[4, 16],
+):
+    t_1: f32[32, 16] = aten.t(primals_4)
+    t_2: f32[16, 32] = aten.t(t_1)
+    mm: f32[4, 32] = aten.mm(tangents_1, t_2)
+    t_3: f32[16, 4] = aten.t(tangents_1)
+    mm_1: f32[16, 32] = aten.mm(t_3, gelu)
+    t_4: f32[32, 16] = aten.t(mm_1)
+    sum_1: f32[1, 16] = aten.sum.dim_IntList(tangents_1, [0], True)
+    view: f32[16] = aten.view(sum_1, [16])
+    t_5: f32[16, 32] = aten.t(t_4)
+    gelu_backward: f32[4, 32] = aten.gelu_backward(mm, addmm)
+    t_6: f32[32, 4] = aten.t(gelu_backward)
+    mm_2: f32[32, 16] = aten.mm(t_6, primals_3)
+    t_7: f32[16, 32] = aten.t(mm_2)
+    sum_2: f32[1, 32] = aten.sum.dim_IntList(gelu_backward, [0], True)
+    view_1: f32[32] = aten.view(sum_2, [32])
+    t_8: f32[32, 16] = aten.t(t_7)
+    return [t_8, view_1, None, t_5, view]
+----- plan -----
+tensor     shape        stride   bytes  group  offset  write
+---------  -----------  -------  -----  -----  ------  ---------
+primals_3  f32[4, 16]   [16, 1]  256    g0     -       no slot
+primals_4  f32[16, 32]  [32, 1]  2048   g1     -       no slot
+addmm      f32[4, 32]   [32, 1]  512    g2     0       copy-free
+gelu       f32[4, 32]   [32, 1]  512    g3     512     copy-free
+
+groups:
+  g0: no slot   offset 0, 256 bytes  (user input: the caller owns it)
+  g1: no slot   offset 0, 2048 bytes  (parameter or buffer: outlives every replay)
+  g2: copy-free offset 0, 512 bytes  (aten::addmm.out writes it in place)
+  g3: copy-free offset 512, 512 bytes  (aten::gelu.out writes it in place)
+arena bytes per slot: 1024
+saved bytes in slot: 1024, copy-free: 1024
+bytes copied per forward: 0""")
+
+
+def test_attention():
+    torch.manual_seed(0)
+    model = Attention(16, 2)
+    check_numerics(model, [torch.randn(2, 8, 16), torch.randn(2, 8, 16)])
+    assert_expected_inline(explain(model, torch.randn(2, 8, 16), slots=2), """\
+===== graph 0 (v0 of region 0) =====
+----- forward (rewritten) -----
+def forward(
+    primals_1: f32[2, 8, 16],
+    primals_2: f32[48, 16],
+    primals_3: f32[48],
+    primals_4: f32[16, 16],
+    primals_5: f32[16],
+    slot__softmax: f32[2, 2, 8, 8] @ slot byte 0,
+    slot_clone_3: f32[2, 8, 2, 8] @ slot byte 1024,
+    slot_clone_2: f32[2, 2, 8, 8] @ slot byte 2048,
+    slot_clone: f32[2, 2, 8, 8] @ slot byte 3072,
+    slot_clone_1: f32[2, 2, 8, 8] @ slot byte 4096,
+):
+    view: f32[16, 16] = aten.view(primals_1, [16, 16])
+    t: f32[16, 48] = aten.t(primals_2)
+    addmm: f32[16, 48] = aten.addmm(primals_3, view, t)
+    view_1: f32[2, 8, 48] = aten.view(addmm, [2, 8, 48])
+    split = aten.split.Tensor(view_1, 16, -1)
+    getitem: f32[2, 8, 16] = getitem(split, 0)
+    getitem_1: f32[2, 8, 16] = getitem(split, 1)
+    getitem_2: f32[2, 8, 16] = getitem(split, 2)
+    view_2: f32[2, 8, 2, 8] = aten.view(getitem, [2, 8, 2, 8])
+    transpose: f32[2, 2, 8, 8] = aten.transpose.int(view_2, 1, 2)
+    view_3: f32[2, 8, 2, 8] = aten.view(getitem_1, [2, 8, 2, 8])
+    transpose_1: f32[2, 2, 8, 8] = aten.transpose.int(view_3, 1, 2)
+    view_4: f32[2, 8, 2, 8] = aten.view(getitem_2, [2, 8, 2, 8])
+    transpose_2: f32[2, 2, 8, 8] = aten.transpose.int(view_4, 1, 2)
+    transpose_3: f32[2, 2, 8, 8] = aten.transpose.int(transpose_1, -2, -1)
+    expand: f32[2, 2, 8, 8] = aten.expand(transpose, [2, 2, 8, 8])
+    clone: f32[2, 2, 8, 8] = aten.clone.out(expand, memory_format=torch.contiguous_format, out=slot_clone)  # copy-free: slot bytes [3072, 4096) hold group 5
+    _unsafe_view: f32[4, 8, 8] = aten._unsafe_view(clone, [4, 8, 8])
+    expand_1: f32[2, 2, 8, 8] = aten.expand(transpose_3, [2, 2, 8, 8])
+    clone_1: f32[2, 2, 8, 8] = aten.clone.out(expand_1, memory_format=torch.contiguous_format, out=slot_clone_1)  # copy-free: slot bytes [4096, 5120) hold group 6
+    _unsafe_view_1: f32[4, 8, 8] = aten._unsafe_view(clone_1, [4, 8, 8])
+    bmm: f32[4, 8, 8] = aten.bmm(_unsafe_view, _unsafe_view_1)
+    view_5: f32[2, 2, 8, 8] = aten.view(bmm, [2, 2, 8, 8])
+    mul: f32[2, 2, 8, 8] = aten.mul.Tensor(view_5, 0.35355339059327373)
+    _softmax: f32[2, 2, 8, 8] = aten._softmax.out(mul, -1, False, out=slot__softmax)  # copy-free: slot bytes [0, 1024) hold group 2
+    expand_2: f32[2, 2, 8, 8] = aten.expand(_softmax, [2, 2, 8, 8])
+    view_6: f32[4, 8, 8] = aten.view(expand_2, [4, 8, 8])
+    expand_3: f32[2, 2, 8, 8] = aten.expand(transpose_2, [2, 2, 8, 8])
+    clone_2: f32[2, 2, 8, 8] = aten.clone.out(expand_3, memory_format=torch.contiguous_format, out=slot_clone_2)  # copy-free: slot bytes [2048, 3072) hold group 4
+    _unsafe_view_2: f32[4, 8, 8] = aten._unsafe_view(clone_2, [4, 8, 8])
+    bmm_1: f32[4, 8, 8] = aten.bmm(view_6, _unsafe_view_2)
+    view_7: f32[2, 2, 8, 8] = aten.view(bmm_1, [2, 2, 8, 8])
+    transpose_4: f32[2, 8, 2, 8] = aten.transpose.int(view_7, 1, 2)
+    clone_3: f32[2, 8, 2, 8] = aten.clone.out(transpose_4, memory_format=torch.contiguous_format, out=slot_clone_3)  # copy-free: slot bytes [1024, 2048) hold group 3
+    _unsafe_view_3: f32[2, 8, 16] = aten._unsafe_view(clone_3, [2, 8, 16])
+    view_8: f32[16, 16] = aten.view(_unsafe_view_3, [16, 16])
+    t_1: f32[16, 16] = aten.t(primals_4)
+    addmm_1: f32[16, 16] = aten.addmm(primals_5, view_8, t_1)
+    view_9: f32[2, 8, 16] = aten.view(addmm_1, [2, 8, 16])
+    transpose_7: f32[4, 8, 8] = aten.transpose.int(_unsafe_view_2, 1, 2)
+    transpose_8: f32[4, 8, 8] = aten.transpose.int(_unsafe_view, 1, 2)
+    transpose_9: f32[4, 8, 8] = aten.transpose.int(_unsafe_view_1, 1, 2)
+    return [view_9, primals_4, view, _softmax, view_8, transpose_7, transpose_8, transpose_9]
+----- backward -----
+def backward(
+    primals_4: f32[16, 16],
+    view: f32[16, 16],
+    _softmax: f32[2, 2, 8, 8],  # read from slot: group 2 at byte 0
+    view_8: f32[16, 16],  # read from slot: group 3 at byte 1024
+    transpose_7: f32[4, 8, 8],  # read from slot: group 4 at byte 2048
+    transpose_8: f32[4, 8, 8],  # read from slot: group 5 at byte 3072
+    transpose_9: f32[4, 8, 8],  # read from slot: group 6 at byte 4096
+    tangents_1: f32[2, 8, 16],
+):
+    view_10: f32[16, 16] = aten.view(tangents_1, [16, 16])
+    t_1: f32[16, 16] = aten.t(primals_4)
+    t_2: f32[16, 16] = aten.t(t_1)
+    mm: f32[16, 16] = aten.mm(view_10, t_2)
+    t_3: f32[16, 16] = aten.t(view_10)
+    mm_1: f32[16, 16] = aten.mm(t_3, view_8)
+    t_4: f32[16, 16] = aten.t(mm_1)
+    sum_1: f32[1, 16] = aten.sum.dim_IntList(view_10, [0], True)
+    view_11: f32[16] = aten.view(sum_1, [16])
+    t_5: f32[16, 16] = aten.t(t_4)
+    view_12: f32[2, 8, 16] = aten.view(mm, [2, 8, 16])
+    view_13: f32[2, 8, 2, 8] = aten.view(view_12, [2, 8, 2, 8])
+    transpose_5: f32[2, 2, 8, 8] = aten.transpose.int(view_13, 1, 2)
+    clone_4: f32[2, 2, 8, 8] = aten.clone(transpose_5, memory_format=torch.contiguous_format)
+    _unsafe_view_4: f32[4, 8, 8] = aten._unsafe_view(clone_4, [4, 8, 8])
+    expand_2: f32[2, 2, 8, 8] = aten.expand(_softmax, [2, 2, 8, 8])
+    view_6: f32[4, 8, 8] = aten.view(expand_2, [4, 8, 8])
+    transpose_6: f32[4, 8, 8] = aten.transpose.int(view_6, 1, 2)
+    bmm_2: f32[4, 8, 8] = aten.bmm(transpose_6, _unsafe_view_4)
+    bmm_3: f32[4, 8, 8] = aten.bmm(_unsafe_view_4, transpose_7)
+    view_14: f32[2, 2, 8, 8] = aten.view(bmm_2, [2, 2, 8, 8])
+    view_15: f32[2, 2, 8, 8] = aten.view(bmm_3, [2, 2, 8, 8])
+    detach: f32[2, 2, 8, 8] = aten.detach(_softmax)
+    detach_1: f32[2, 2, 8, 8] = aten.detach(detach)
+    _softmax_backward_data: f32[2, 2, 8, 8] = aten._softmax_backward_data(view_15, detach_1, -1, f32)
+    mul_1: f32[2, 2, 8, 8] = aten.mul.Tensor(_softmax_backward_data, 0.35355339059327373)
+    view_16: f32[4, 8, 8] = aten.view(mul_1, [4, 8, 8])
+    bmm_4: f32[4, 8, 8] = aten.bmm(transpose_8, view_16)
+    bmm_5: f32[4, 8, 8] = aten.bmm(view_16, transpose_9)
+    view_17: f32[2, 2, 8, 8] = aten.view(bmm_4, [2, 2, 8, 8])
+    view_18: f32[2, 2, 8, 8] = aten.view(bmm_5, [2, 2, 8, 8])
+    transpose_10: f32[2, 2, 8, 8] = aten.transpose.int(view_17, -2, -1)
+    transpose_11: f32[2, 8, 2, 8] = aten.transpose.int(view_14, 1, 2)
+    clone_5: f32[2, 8, 2, 8] = aten.clone(transpose_11, memory_format=torch.contiguous_format)
+    _unsafe_view_5: f32[2, 8, 16] = aten._unsafe_view(clone_5, [2, 8, 16])
+    transpose_12: f32[2, 8, 2, 8] = aten.transpose.int(transpose_10, 1, 2)
+    view_19: f32[2, 8, 16] = aten.view(transpose_12, [2, 8, 16])
+    transpose_13: f32[2, 8, 2, 8] = aten.transpose.int(view_18, 1, 2)
+    clone_6: f32[2, 8, 2, 8] = aten.clone(transpose_13, memory_format=torch.contiguous_format)
+    _unsafe_view_6: f32[2, 8, 16] = aten._unsafe_view(clone_6, [2, 8, 16])
+    cat: f32[2, 8, 48] = aten.cat([_unsafe_view_6, view_19, _unsafe_view_5], 2)
+    view_20: f32[16, 48] = aten.view(cat, [16, 48])
+    t_6: f32[48, 16] = aten.t(view_20)
+    mm_2: f32[48, 16] = aten.mm(t_6, view)
+    t_7: f32[16, 48] = aten.t(mm_2)
+    sum_2: f32[1, 48] = aten.sum.dim_IntList(view_20, [0], True)
+    view_21: f32[48] = aten.view(sum_2, [48])
+    t_8: f32[48, 16] = aten.t(t_7)
+    return [None, t_8, view_21, t_5, view_11]
+----- plan -----
+tensor       shape            stride           bytes  group  offset  write
+-----------  ---------------  ---------------  -----  -----  ------  ---------
+primals_4    f32[16, 16]      [16, 1]          1024   g0     -       no slot
+view         f32[16, 16]      [16, 1]          1024   g1     -       no slot
+_softmax     f32[2, 2, 8, 8]  [128, 64, 8, 1]  1024   g2     0       copy-free
+view_8       f32[16, 16]      [16, 1]          1024   g3     1024    copy-free
+transpose_7  f32[4, 8, 8]     [64, 1, 8]       1024   g4     2048    copy-free
+transpose_8  f32[4, 8, 8]     [64, 1, 8]       1024   g5     3072    copy-free
+transpose_9  f32[4, 8, 8]     [64, 1, 8]       1024   g6     4096    copy-free
+
+groups:
+  g0: no slot   offset 0, 1024 bytes  (parameter or buffer: outlives every replay)
+  g1: no slot   offset 0, 1024 bytes  (user input: the caller owns it)
+  g2: copy-free offset 0, 1024 bytes  (aten::_softmax.out writes it in place)
+  g3: copy-free offset 1024, 1024 bytes  (aten::clone.out writes it in place)
+  g4: copy-free offset 2048, 1024 bytes  (aten::clone.out writes it in place)
+  g5: copy-free offset 3072, 1024 bytes  (aten::clone.out writes it in place)
+  g6: copy-free offset 4096, 1024 bytes  (aten::clone.out writes it in place)
+arena bytes per slot: 5120
+saved bytes in slot: 5120, copy-free: 5120
+bytes copied per forward: 0""")
+
+
+def test_aliasing_views_share_one_placement():
+    # The default partitioner saves the views themselves; min-cut would save only their base.
+    torch.manual_seed(0)
+    model = Aliasing()
+    xs = [torch.randn(4, 8), torch.randn(4, 8)]
+    check_numerics(model, xs, partitioner="default")
+    check_numerics(model, xs, partitioner="default", copy_free=False)
+    assert_expected_inline(explain(model, xs[0], slots=2, partitioner="default"), """\
+===== graph 0 (v0 of region 0) =====
+----- forward (rewritten) -----
+def forward(
+    primals_1: f32[8, 16],
+    primals_2: f32[4, 8],
+    slot_mm: f32[4, 16] @ slot byte 0,
+):
+    mm: f32[4, 16] = aten.mm.out(primals_2, primals_1, out=slot_mm)  # copy-free: slot bytes [0, 256) hold group 1
+    split = aten.split.Tensor(mm, 8, -1)
+    getitem: f32[4, 8] = getitem(split, 0)
+    getitem_1: f32[4, 8] = getitem(split, 1)
+    slice_1: f32[1, 8] = aten.slice.Tensor(getitem, 0, 0, 1)
+    expand: f32[4, 8] = aten.expand(slice_1, [4, 8])
+    mul: f32[4, 8] = aten.mul.Tensor(getitem, getitem_1)
+    sum_1: f32[] = aten.sum(mul)
+    t: f32[8, 4] = aten.t(getitem_1)
+    mm_1: f32[8, 8] = aten.mm(t, expand)
+    sum_2: f32[] = aten.sum(mm_1)
+    add: f32[] = aten.add.Tensor(sum_1, sum_2)
+    return [add, primals_2, getitem, getitem_1, expand, t]
+----- backward -----
+def backward(
+    primals_2: f32[4, 8],
+    getitem: f32[4, 8],  # read from slot: group 1 at byte 0
+    getitem_1: f32[4, 8],  # read from slot: group 1 at byte 32
+    expand: f32[4, 8],  # read from slot: group 1 at byte 0
+    t: f32[8, 4],  # read from slot: group 1 at byte 32
+    tangents_1: f32[],
+):
+    expand_1: f32[8, 8] = aten.expand(tangents_1, [8, 8])
+    t_1: f32[4, 8] = aten.t(t)
+    mm_2: f32[4, 8] = aten.mm(t_1, expand_1)
+    t_2: f32[8, 4] = aten.t(expand)
+    mm_3: f32[8, 4] = aten.mm(expand_1, t_2)
+    t_3: f32[4, 8] = aten.t(mm_3)
+    expand_2: f32[4, 8] = aten.expand(tangents_1, [4, 8])
+    mul_1: f32[4, 8] = aten.mul.Tensor(expand_2, getitem)
+    mul_2: f32[4, 8] = aten.mul.Tensor(expand_2, getitem_1)
+    add_1: f32[4, 8] = aten.add.Tensor(t_3, mul_1)
+    sum_3: f32[1, 8] = aten.sum.dim_IntList(mm_2, [0], True)
+    slice_backward: f32[4, 8] = aten.slice_backward(sum_3, [4, 8], 0, 0, 1, 1)
+    add_2: f32[4, 8] = aten.add.Tensor(mul_2, slice_backward)
+    cat: f32[4, 16] = aten.cat([add_2, add_1], 1)
+    t_4: f32[8, 4] = aten.t(primals_2)
+    mm_4: f32[8, 16] = aten.mm(t_4, cat)
+    return [mm_4, None]
+----- plan -----
+tensor     shape      stride   bytes  group  offset  write
+---------  ---------  -------  -----  -----  ------  ---------
+primals_2  f32[4, 8]  [8, 1]   128    g0     -       no slot
+getitem    f32[4, 8]  [16, 1]  224    g1     0       copy-free
+getitem_1  f32[4, 8]  [16, 1]  224    g1     32      copy-free
+expand     f32[4, 8]  [0, 1]   32     g1     0       copy-free
+t          f32[8, 4]  [1, 16]  224    g1     32      copy-free
+
+groups:
+  g0: no slot   offset 0, 128 bytes  (user input: the caller owns it)
+  g1: copy-free offset 0, 256 bytes  (aten::mm.out writes it in place)
+arena bytes per slot: 512
+saved bytes in slot: 256, copy-free: 256
+bytes copied per forward: 0""")
+    plan = explain(model, xs[0], slots=2, partitioner="default", copy_free=False)
+    assert_expected_inline(plan.split("----- plan -----")[1], """\
+
+tensor     shape      stride   bytes  group  offset  write
+---------  ---------  -------  -----  -----  ------  --------------------
+primals_2  f32[4, 8]  [8, 1]   128    g0     -       no slot
+getitem    f32[4, 8]  [16, 1]  224    g1     0       copied (alias of mm)
+getitem_1  f32[4, 8]  [16, 1]  224    g1     32      copied (alias of mm)
+expand     f32[4, 8]  [0, 1]   32     g1     0       copied (alias of mm)
+t          f32[8, 4]  [1, 16]  224    g1     32      copied (alias of mm)
+
+groups:
+  g0: no slot   offset 0, 128 bytes  (user input: the caller owns it)
+  g1: copied    offset 0, 256 bytes  (copy_free=False)
+arena bytes per slot: 512
+saved bytes in slot: 256, copy-free: 0
+bytes copied per forward: 256""")
+
+
+def test_dynamic_shapes_print_symbolic_offsets():
+    torch.manual_seed(0)
+    model = MLP(16, 32, 2)
+    check_numerics(model, [torch.randn(4, 16), torch.randn(6, 16)], dynamic=True)
+    assert_expected_inline(explain(model, torch.randn(4, 16), slots=2, dynamic=True), """\
+===== graph 0 (v0 of region 0) =====
+----- forward (rewritten) -----
+def forward(
+    primals_1: f32[32, 16],
+    primals_2: f32[32],
+    primals_3: Sym(s77),
+    primals_4: f32[s77, 16],
+    primals_5: f32[16, 32],
+    primals_6: f32[16],
+    slot_addmm: f32[s77, 32] @ slot byte 0,
+    slot_gelu: f32[s77, 32] @ slot byte 512*ceiling(s77/4),
+):
+    t: f32[16, 32] = aten.t(primals_1)
+    addmm: f32[s77, 32] = aten.addmm.out(primals_2, primals_4, t, out=slot_addmm)  # copy-free: slot bytes [0, 128*s77) hold group 2
+    gelu: f32[s77, 32] = aten.gelu.out(addmm, out=slot_gelu)  # copy-free: slot bytes [512*ceiling(s77/4), 128*s77 + 512*ceiling(s77/4)) hold group 3
+    t_1: f32[32, 16] = aten.t(primals_5)
+    addmm_1: f32[s77, 16] = aten.addmm(primals_6, gelu, t_1)
+    return [addmm_1, primals_4, primals_5, addmm, gelu, primals_3]
+----- backward -----
+def backward(
+    primals_3: Sym(s77),
+    primals_4: f32[s77, 16],
+    primals_5: f32[16, 32],
+    addmm: f32[s77, 32],  # read from slot: group 2 at byte 0
+    gelu: f32[s77, 32],  # read from slot: group 3 at byte 512*ceiling(s77/4)
+    tangents_1: f32[s77, 16],
+):
+    t_1: f32[32, 16] = aten.t(primals_5)
+    t_2: f32[16, 32] = aten.t(t_1)
+    mm: f32[s77, 32] = aten.mm(tangents_1, t_2)
+    t_3: f32[16, s77] = aten.t(tangents_1)
+    mm_1: f32[16, 32] = aten.mm(t_3, gelu)
+    t_4: f32[32, 16] = aten.t(mm_1)
+    sum_1: f32[1, 16] = aten.sum.dim_IntList(tangents_1, [0], True)
+    view: f32[16] = aten.view(sum_1, [16])
+    t_5: f32[16, 32] = aten.t(t_4)
+    gelu_backward: f32[s77, 32] = aten.gelu_backward(mm, addmm)
+    t_6: f32[32, s77] = aten.t(gelu_backward)
+    mm_2: f32[32, 16] = aten.mm(t_6, primals_4)
+    t_7: f32[16, 32] = aten.t(mm_2)
+    sum_2: f32[1, 32] = aten.sum.dim_IntList(gelu_backward, [0], True)
+    view_1: f32[32] = aten.view(sum_2, [32])
+    t_8: f32[32, 16] = aten.t(t_7)
+    return [t_8, view_1, None, None, t_5, view]
+----- plan -----
+tensor     shape         stride   bytes    group  offset              write
+---------  ------------  -------  -------  -----  ------------------  ---------
+primals_4  f32[s77, 16]  [16, 1]  64*s77   g0     -                   no slot
+primals_5  f32[16, 32]   [32, 1]  2048     g1     -                   no slot
+addmm      f32[s77, 32]  [32, 1]  128*s77  g2     0                   copy-free
+gelu       f32[s77, 32]  [32, 1]  128*s77  g3     512*ceiling(s77/4)  copy-free
+
+groups:
+  g0: no slot   offset 0, 64*s77 bytes  (user input: the caller owns it)
+  g1: no slot   offset 0, 2048 bytes  (parameter or buffer: outlives every replay)
+  g2: copy-free offset 0, 128*s77 bytes  (aten::addmm.out writes it in place)
+  g3: copy-free offset 512*ceiling(s77/4), 128*s77 bytes  (aten::gelu.out writes it in place)
+arena bytes per slot: 1024*ceiling(s77/4)
+saved bytes in slot: 256*s77, copy-free: 256*s77
+bytes copied per forward: 0""")
+
+
+def test_in_place_update_of_an_input():
+    torch.manual_seed(0)
+    model = InPlaceInput()
+    check_numerics(model, [torch.randn(4, 8), torch.randn(4, 8)])
+    x = torch.randn(4, 8)
+    expected = x * 2
+    report = explain(model, x, slots=2)
+    assert torch.equal(x, expected), "the caller's tensor is mutated exactly once"
+    assert_expected_inline(report, """\
+===== graph 0 (v0 of region 0) =====
+----- forward (rewritten) -----
+def forward(
+    primals_1: f32[4, 8],
+    primals_2: f32[8, 8],
+    primals_3: f32[8],
+    slot_mul: f32[4, 8] @ slot byte 0,
+    slot_detach_1: f32[4, 8] @ slot byte 512,
+):
+    mul: f32[4, 8] = aten.mul.out(primals_1, 2, out=slot_mul)  # copy-free: slot bytes [0, 128) hold group 0
+    t: f32[8, 8] = aten.t(primals_2)
+    addmm: f32[4, 8] = aten.addmm(primals_3, mul, t)
+    tanh: f32[4, 8] = aten.tanh(addmm)
+    detach: f32[4, 8] = aten.detach(tanh)
+    detach_1: f32[4, 8] = aten.detach(detach)
+    copy__default = aten.copy_(slot_detach_1, detach_1)  # copied: slot bytes [512, 640) hold group 1
+    copy_: f32[4, 8] = aten.copy_(primals_1, mul)
+    return [tanh, mul, copy__default]
+----- backward -----
+def backward(
+    mul: f32[4, 8],  # read from slot: group 0 at byte 0
+    detach_1: f32[4, 8],  # read from slot: group 1 at byte 512
+    tangents_1: f32[4, 8],
+):
+    tanh_backward: f32[4, 8] = aten.tanh_backward(tangents_1, detach_1)
+    t_1: f32[8, 4] = aten.t(tanh_backward)
+    mm: f32[8, 8] = aten.mm(t_1, mul)
+    t_2: f32[8, 8] = aten.t(mm)
+    sum_1: f32[1, 8] = aten.sum.dim_IntList(tanh_backward, [0], True)
+    view: f32[8] = aten.view(sum_1, [8])
+    t_3: f32[8, 8] = aten.t(t_2)
+    return [None, t_3, view]
+----- plan -----
+tensor    shape      stride  bytes  group  offset  write
+--------  ---------  ------  -----  -----  ------  -------------
+mul       f32[4, 8]  [8, 1]  128    g0     0       copy-free
+detach_1  f32[4, 8]  [8, 1]  128    g1     512     copied (copy)
+
+groups:
+  g0: copy-free offset 0, 128 bytes  (aten::mul.out writes it in place)
+  g1: copied    offset 512, 128 bytes  (a user output shares its storage)
+arena bytes per slot: 1024
+saved bytes in slot: 256, copy-free: 128
+bytes copied per forward: 128""")
