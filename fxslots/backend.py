@@ -22,6 +22,7 @@ from .passes import (
     observe,
     plan_arena,
     annotate_backward,
+    collect_inputs,
     rewrite_forward,
     unplaceable_reason,
     verify_forward,
@@ -114,17 +115,23 @@ class _Compiler:
     def compile_forward(self, fw: fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
         assert self.num_fwd_outputs is not None and self.bw_module is not None
         before = format_graph(fw)
+        static = self.static_inputs or _torch.tracing_static_input_indices()
         saved = observe("collect_saved", collect_saved, fw, self.bw_module, self.num_fwd_outputs,
-                        self.static_inputs or _torch.tracing_static_input_indices(),
+                        static,
                         summary=lambda s: f"{len(s.tensors)} saved tensors in "
                                           f"{len(s.groups)} storage groups")
         reason = unplaceable_reason(saved) or _device_reason(saved)
         binder = SymbolBinder(list(fw.graph.find_nodes(op="placeholder")))
+        device = _device_of(saved, example_inputs)
+        graphs = device.type == "cuda" and self.options.cudagraphs is not False
         if reason is None:
+            staged = collect_inputs(fw, static) if graphs else ()
             plan = observe("plan_arena", plan_arena, saved, alignment=self.options.alignment,
-                           copy_free=self.options.copy_free, summary=_plan_summary)
-            missing = binder.missing([plan.capacity] + [e for v in plan.views for e in
-                                                        (v.storage_offset, *v.shape, *v.stride)])
+                           copy_free=self.options.copy_free, staged_inputs=staged,
+                           summary=_plan_summary)
+            missing = binder.missing([plan.capacity] + [
+                e for v in (*plan.views, *plan.staging)
+                for e in (v.storage_offset, *v.shape, *v.stride)])
             if missing:
                 reason = (f"shape symbols {sorted(map(str, missing))} cannot be read from the "
                           f"graph's inputs at run time")
@@ -138,11 +145,10 @@ class _Compiler:
                 graph=fw, summary=lambda n: f"{n} nodes changed or added")
         observe("verify_forward", verify_forward, fw, saved, plan, self.num_fwd_outputs,
                 summary=lambda n: f"{n} postconditions hold")
-        device = _device_of(saved, example_inputs)
         self.variant = Variant(
             name=f"v{len(self.ring.variants)}",
             ring=self.ring, device=device, plan=plan, binder=binder, forward_graph=fw,
-            executor=_executor(self.options, device))
+            executor=_executor(self.options, graphs))
         self.ring.variants.append(weakref.ref(self.variant))
         self.slotted_saved = {t.name for t in saved.tensors
                               if plan.placement(t.group).write is not Write.NONE}
@@ -186,11 +192,14 @@ def _device_reason(saved: SavedSet) -> str | None:
 def _device_of(saved: SavedSet, example_inputs: Any) -> torch.device:
     for t in saved.tensors:
         return torch.device(t.device)
+    for x in example_inputs:
+        if isinstance(x, torch.Tensor):
+            return x.device
     return torch.device("cpu")
 
 
-def _executor(options: Options, device: torch.device):
-    if device.type == "cuda" and options.cudagraphs is not False:
+def _executor(options: Options, graphs: bool):
+    if graphs:
         from .cudagraphs import GraphExecutor
 
         return GraphExecutor(options)

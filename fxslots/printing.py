@@ -91,7 +91,7 @@ def format_plan(saved: SavedSet, plan: ArenaPlan) -> str:
         g = saved.groups[p.group]
         for m in g.members:
             t = saved.tensor(m)
-            where = "-" if p.write is Write.NONE else str(
+            where = "-" if not p.write.owns_bytes else str(
                 p.offset + t.storage_offset * t.itemsize - g.byte_start)
             write = p.write.value
             if p.write is Write.COPY:

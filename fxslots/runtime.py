@@ -139,6 +139,7 @@ class ViewLayout:
 
     nbytes: int
     views: tuple[tuple[torch.dtype, int, tuple[int, ...], tuple[int, ...]], ...]
+    staging: tuple[tuple[torch.dtype, int, tuple[int, ...], tuple[int, ...]], ...] = ()
 
 
 class SymbolBinder:
@@ -167,16 +168,18 @@ def layout_of(plan: ArenaPlan, env: dict[sympy.Symbol, int]) -> ViewLayout:
     def ints(xs):
         return tuple(evaluate(x, env) for x in xs)
 
-    return ViewLayout(
-        nbytes=max(evaluate(plan.capacity, env), 1),
-        views=tuple((v.dtype, evaluate(v.storage_offset, env), ints(v.shape), ints(v.stride))
-                    for v in plan.views),
-    )
+    def geometry(views):
+        return tuple((v.dtype, evaluate(v.storage_offset, env), ints(v.shape), ints(v.stride))
+                     for v in views)
+
+    return ViewLayout(nbytes=max(evaluate(plan.capacity, env), 1), views=geometry(plan.views),
+                      staging=geometry(plan.staging))
 
 
-def make_views(alias: Any, device: torch.device, layout: ViewLayout) -> list[torch.Tensor]:
+def make_views(alias: Any, device: torch.device, geometry) -> list[torch.Tensor]:
+    """Tensors over ``alias`` with the given (dtype, element offset, shape, stride)."""
     return [torch.empty(0, dtype=dtype, device=device).set_(alias, off, shape, stride)
-            for dtype, off, shape, stride in layout.views]
+            for dtype, off, shape, stride in geometry]
 
 
 @dataclass
@@ -204,14 +207,15 @@ class Variant:
         return lay
 
     def forward(self, args: list[Any]) -> Any:
-        if not self.plan.views:
-            return self.executor.forward(self, None, args, [])
+        if not self.plan.views and not self.plan.staging:
+            return self.executor.forward(self, None, args, [], [])
         lay = self.layout(args)
         slot, alias = self.ring.acquire(lay.nbytes, self.device, self.name)
         try:
-            views = make_views(alias, self.device, lay)
+            views = make_views(alias, self.device, lay.views)
+            staged = make_views(alias, self.device, lay.staging)
             del alias
-            out = self.executor.forward(self, slot, args, views)
+            out = self.executor.forward(self, slot, args, views, staged)
         except BaseException:
             self.ring.release(slot)
             raise
@@ -232,7 +236,8 @@ class Variant:
 class EagerExecutor:
     """Runs the rewritten graphs as they are: CPU, or CUDA with cudagraphs=False."""
 
-    def forward(self, variant: Variant, slot: Slot | None, args: list[Any], views: list[Any]):
+    def forward(self, variant: Variant, slot: Slot | None, args: list[Any], views: list[Any],
+                staged: list[Any]):
         return variant.forward_graph(*args, *views)
 
     def backward(self, variant: Variant, slot: Slot | None, args: list[Any]):

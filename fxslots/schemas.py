@@ -55,6 +55,12 @@ class Write(str, enum.Enum):
     OUT = "copy-free"  # the producer writes straight into the slot view (an out= form)
     COPY = "copied"  # the value is computed as before and copied into the slot
     NONE = "no slot"  # params and inputs: the tensor itself is saved
+    STAGED = "staged"  # a CUDA graph input: the runtime copies it into the slot before replay
+
+    @property
+    def owns_bytes(self) -> bool:
+        """Whether the group takes bytes of its own in the slot."""
+        return self in (Write.OUT, Write.COPY)
 
 
 @dataclass(frozen=True)
@@ -196,9 +202,10 @@ class ArenaPlan:
     copied_bytes: Expr
     alignment: int
     capacity_bound: int | None  # max capacity over the symbols' value ranges; None if unbounded
+    staging: tuple[SlotView, ...] = ()  # CUDA graphs: where each non-static input is staged
 
     def __post_init__(self) -> None:
-        slotted = [p for p in self.placements if p.write is not Write.NONE]
+        slotted = [p for p in self.placements if p.write.owns_bytes]
         for p in slotted:
             assert p.offset.is_Integer is False or int(p.offset) % self.alignment == 0, p
         for a, b in zip(slotted, slotted[1:]):
@@ -207,7 +214,8 @@ class ArenaPlan:
 
     @property
     def views(self) -> tuple[SlotView, ...]:
-        return tuple(v for p in self.placements for v in p.views)
+        """The views the forward graph takes as extra placeholders, in order."""
+        return tuple(v for p in self.placements if p.write is not Write.STAGED for v in p.views)
 
     def placement(self, group: int) -> Placement:
         return next(p for p in self.placements if p.group == group)
@@ -218,5 +226,4 @@ class ArenaPlan:
 
     @property
     def slot_bytes(self) -> Expr:
-        return sum((p.nbytes for p in self.placements if p.write is not Write.NONE),
-                   sympy.Integer(0))
+        return sum((p.nbytes for p in self.placements if p.write.owns_bytes), sympy.Integer(0))

@@ -1,6 +1,6 @@
 """fxslots' passes: each a named function over one graph or one plan, run through ``observe``."""
 
-from .collect import collect_saved, find_out_overload
+from .collect import collect_inputs, collect_saved, find_out_overload
 from .observe import observe
 from .plan import plan_arena, unplaceable_reason
 from .rewrite import annotate_backward, rewrite_forward
@@ -8,6 +8,7 @@ from .verify import verify_forward
 
 __all__ = [
     "annotate_backward",
+    "collect_inputs",
     "collect_saved",
     "find_out_overload",
     "observe",

@@ -5,6 +5,7 @@ Reads FakeTensor metadata only; changes nothing.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Sequence
 
 import sympy
@@ -57,6 +58,18 @@ def collect_saved(
             user_visible=key in user_visible,
         ))
     return SavedSet(tuple(tensors), tuple(groups), _symbol_ranges(saved_nodes))
+
+
+def collect_inputs(fw: fx.GraphModule, static_input_indices: Sequence[int]) -> tuple[SavedTensor, ...]:
+    """The forward's non-static tensor inputs, as a CUDA graph must stage them (offset 0)."""
+    static = set(static_input_indices)
+    out = []
+    for i, p in enumerate(fw.graph.find_nodes(op="placeholder")):
+        if i in static or _tensor_val(p) is None:
+            continue
+        t = _saved_tensor(p, -1)
+        out.append(dataclasses.replace(t, storage_offset=sympy.Integer(0)))
+    return tuple(out)
 
 
 def find_out_overload(target: Any) -> tuple[Any, str | None]:

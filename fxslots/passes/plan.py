@@ -26,23 +26,37 @@ def unplaceable_reason(saved: SavedSet) -> str | None:
     return None
 
 
-def plan_arena(saved: SavedSet, *, alignment: int = 512, copy_free: bool = True) -> ArenaPlan:
+def plan_arena(saved: SavedSet, *, alignment: int = 512, copy_free: bool = True,
+               staged_inputs: tuple[SavedTensor, ...] = ()) -> ArenaPlan:
     """Give every storage group that needs a slot an aligned byte range in one slot's arena.
 
     All saved tensors are live at once (from their producer in forward to their reader in
     backward), so groups are packed end to end in order of first appearance. Variants reuse the
     same bytes: every variant's plan starts at 0, and the arena is sized by the largest.
+
+    ``staged_inputs`` (CUDA graphs only) are the graph's non-static tensor inputs: each gets a
+    region after the saved groups, where the runtime copies the caller's tensor before a replay.
+    Saved views of those inputs then live in the slot too, with no copy of their own.
     """
     cursor = sympy.Integer(0)
     placements = []
     for g in saved.groups:
         members = [saved.tensor(m) for m in g.members]
+        if g.source is Source.INPUT and staged_inputs:
+            placements.append(Placement(g.id, Write.STAGED, sympy.Integer(0), g.nbytes, (),
+                                        sympy.Integer(0), (), "a view of a staged input"))
+            continue
         if g.source is not Source.INTERMEDIATE:
             placements.append(_unslotted(g))
             continue
         write, reason = _choose_write(g, copy_free)
         placements.append(_place(g, members, cursor, write, reason))
         cursor = cursor + align_up(g.nbytes, alignment)
+    staging = []
+    for t in staged_inputs:
+        staging.append(SlotView("stage_" + t.name, t.name, t.dtype, t.shape, t.stride,
+                                sympy.simplify(cursor / t.itemsize)))
+        cursor = cursor + align_up(t.nbytes, alignment)
     copied = sum((p.copied_bytes for p in placements), sympy.Integer(0))
     return ArenaPlan(
         placements=tuple(placements),
@@ -50,6 +64,7 @@ def plan_arena(saved: SavedSet, *, alignment: int = 512, copy_free: bool = True)
         copied_bytes=sympy.simplify(copied),
         alignment=alignment,
         capacity_bound=_upper_bound(cursor, saved.symbol_ranges),
+        staging=tuple(staging),
     )
 
 

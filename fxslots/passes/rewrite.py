@@ -100,7 +100,9 @@ def annotate_backward(bw: fx.GraphModule, saved: SavedSet, plan: ArenaPlan) -> N
         if t is None:
             continue
         p = plan.placement(t.group)
-        if p.write is not Write.NONE:
+        if p.write is Write.STAGED:
+            ph.meta[SLOT_META] = "read from slot: a view of a staged input"
+        elif p.write is not Write.NONE:
             g = saved.groups[t.group]
             ph.meta[SLOT_META] = (f"read from slot: group {t.group} at byte "
                                   f"{p.offset + t.storage_offset * t.itemsize - g.byte_start}")

@@ -33,7 +33,7 @@ def _check_placed(fw, saved, plan, num_fwd_outputs) -> int:
     written = _storages_written_out(fw)
     for t, node in zip(saved.tensors, returned, strict=True):
         p = plan.placement(t.group)
-        if p.write is Write.NONE:
+        if not p.write.owns_bytes:
             assert node.name == t.name, f"unslotted {t.name} was rewritten to {node}"
         else:
             assert _in_slot(node, written), (
@@ -75,13 +75,16 @@ def _sample_envs(saved: SavedSet, free: set):
 
 def _check_bytes(plan: ArenaPlan, saved: SavedSet) -> int:
     """No two groups share a live byte; every view lies inside the arena; offsets aligned."""
-    exprs = [plan.capacity] + [e for p in plan.placements for e in (p.offset, p.nbytes)]
+    exprs = [plan.capacity] + [e for p in plan.placements for e in (p.offset, p.nbytes)] + [
+        e for v in plan.staging for e in (v.storage_offset, *v.shape, *v.stride)]
     free = set().union(*(sympy.sympify(e).free_symbols for e in exprs))
     n = 0
     for env in _sample_envs(saved, free):
         cap = evaluate(plan.capacity, env)
-        spans = sorted((evaluate(p.offset, env), evaluate(p.nbytes, env), p.group)
-                       for p in plan.placements if p.write is not Write.NONE)
+        spans = sorted([(evaluate(p.offset, env), evaluate(p.nbytes, env), p.group)
+                        for p in plan.placements if p.write.owns_bytes] + [
+            (evaluate(v.storage_offset, env) * v.dtype.itemsize, _view_bytes(v, env), v.name)
+            for v in plan.staging])
         for (a, an, ga), (b, _, gb) in zip(spans, spans[1:]):
             assert a + an <= b, f"groups {ga} and {gb} overlap at {env}"
         for off, nb, g in spans:
@@ -89,3 +92,11 @@ def _check_bytes(plan: ArenaPlan, saved: SavedSet) -> int:
             assert off + nb <= cap, f"group {g} ends past the arena ({off}+{nb} > {cap}) at {env}"
         n += 1
     return n
+
+
+def _view_bytes(v, env) -> int:
+    shape = [evaluate(x, env) for x in v.shape]
+    if 0 in shape:
+        return 0
+    stride = [evaluate(x, env) for x in v.stride]
+    return (1 + sum((n - 1) * st for n, st in zip(shape, stride, strict=True))) * v.dtype.itemsize
