@@ -107,13 +107,16 @@ def run_case(model_name, schedule, backend):
                 m.zero_grad(set_to_none=set_to_none)
         torch.cuda.synchronize()
         row["warm_s"] = time.perf_counter() - t0
+        row["peak_warm_gib"] = (torch.cuda.max_memory_allocated() - base) / 2**30
+        torch.cuda.reset_peak_memory_stats()
         t0 = time.perf_counter()
         for i in range(STEPS):
             step(f, SEQS[i % len(SEQS)])
             m.zero_grad(set_to_none=set_to_none)
         torch.cuda.synchronize()
         row["ms_per_step"] = (time.perf_counter() - t0) / STEPS * 1e3
-        row["peak_alloc_gib"] = (torch.cuda.max_memory_allocated() - base) / 2**30
+        row["peak_steady_gib"] = (torch.cuda.max_memory_allocated() - base) / 2**30
+        row["peak_alloc_gib"] = max(row["peak_warm_gib"], row["peak_steady_gib"])
         row["reserved_gib"] = torch.cuda.memory_reserved() / 2**30
         if backend == "fxslots":
             _fxslots_figures(row)
@@ -133,8 +136,8 @@ def _fxslots_figures(row):
     variants = [v() for ring in backend._rings.values() for v in ring.variants if v() is not None]
     saved, free, copied = [], 0, 0
     for v in variants:
-        for key in v.layouts:  # one entry per concrete shape the variant ran at
-            named = dict(key)
+        for lay in v.layouts.values():  # one per concrete shape the variant ran at
+            named = dict(lay.key)
             env = {sym: named[str(sym)] for sym in v.binder.read}
             saved.append(evaluate(v.plan.slot_bytes, env))
             free += evaluate(v.plan.copy_free_bytes, env)
@@ -202,7 +205,7 @@ def _fmt(r):
 
 def table(rows):
     """One table: per model and schedule, each case with its ratios to eager."""
-    head = ("model", "schedule", "case", "ms/step", "x eager", "peak GiB", "x eager",
+    head = ("model", "schedule", "case", "ms/step", "x eager", "peak GiB", "x eager", "steady",
             "reserved", "captures", "warm s", "copy-free", "grad err", "error")
     lines = []
     for r in rows:
@@ -219,6 +222,7 @@ def table(rows):
 
         lines.append((r["model"], r["schedule"], r["case"], f("ms_per_step", ".2f"),
                       ratio("ms_per_step"), f("peak_alloc_gib", ".2f"), ratio("peak_alloc_gib"),
+                      f("peak_steady_gib", ".2f"),
                       f("reserved_gib", ".2f"), f("captures", "d"), f("warm_s", ".1f"),
                       f("copy_free_fraction", ".0%"), f("max_grad_err", ".1e"),
                       (r.get("error") or "")[:60]))

@@ -77,13 +77,21 @@ def figure_size(rows: list[dict[str, Any]]) -> tuple[float, float]:
 
 def render(json_path: str, png_path: str, *, dpi: int = 100) -> str:
     """Draw the results in ``json_path`` as a PNG at ``png_path``; returns ``png_path``."""
+    rows, meta = load_rows(json_path)
+    build_figure(rows, meta, dpi=dpi).savefig(png_path, dpi=dpi, format="png")
+    return str(png_path)
+
+
+def build_figure(rows: list[dict[str, Any]], meta: dict[str, Any] | None = None, *,
+                 dpi: int = 100) -> Any:
+    """The matplotlib Figure of result rows (see the module's docstring)."""
+    meta = meta or {}
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError as e:
         raise ImportError("benchmarks/chart.py needs matplotlib: pip install 'fxslots[plot]'"
                           ) from e
-    rows, meta = load_rows(json_path)
     models = ordered([str(r["model"]) for r in rows])
     cases = ordered([str(r["case"]) for r in rows], CASE_ORDER)
     colors = dict(CASE_COLORS)
@@ -120,8 +128,7 @@ def render(json_path: str, png_path: str, *, dpi: int = 100) -> str:
     fig.legend(handles=[_patch(colors[c], c) for c in cases], loc="outside upper center",
                ncols=max(1, len(cases)), fontsize=8, frameon=False,
                title=title + (f" ({extra})" if extra else ""), title_fontsize=11)
-    fig.savefig(png_path, dpi=dpi, format="png")
-    return str(png_path)
+    return fig
 
 
 def _patch(color: str, label: str) -> Any:

@@ -107,3 +107,12 @@ def tracing_static_input_indices() -> list[int]:
     ctx = torch._guards.TracingContext.try_get()
     meta = getattr(ctx, "fw_metadata", None) if ctx is not None else None
     return list(getattr(meta, "static_input_indices", None) or [])
+
+
+def foreach_copy_(dst: list[torch.Tensor], src: list[torch.Tensor]) -> None:
+    """One multi-tensor copy kernel for many tensors (a copy_ each where it is missing)."""
+    if hasattr(torch, "_foreach_copy_"):
+        torch._foreach_copy_(dst, src)
+    else:
+        for d, s in zip(dst, src, strict=True):
+            d.copy_(s)

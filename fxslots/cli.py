@@ -77,9 +77,10 @@ def parse_inputs(text: str) -> list[InputSpec]:
     specs = []
     for item in text.split(","):
         item = item.strip()
-        shape_text, _, dtype_text = item.partition(":")
+        shape_text, colon, dtype_text = item.partition(":")
         dims = shape_text.lower().split("x")
-        if not shape_text or not all(_DIM_RE.match(d.strip()) for d in dims):
+        if not shape_text or not all(_DIM_RE.match(d.strip()) for d in dims) or (
+                colon and not dtype_text.strip()):
             raise UsageError(
                 f"bad input shape {item!r}: expected sizes joined by 'x' with an optional dtype, "
                 f"like 4x16 or 2x8:int64")

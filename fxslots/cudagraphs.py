@@ -21,6 +21,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 
+from . import _torch
 from .errors import CaptureError
 from .options import Options
 from .runtime import Slot, Variant, make_views
@@ -60,17 +61,9 @@ class _Out:
 @dataclass
 class _Captured:
     graph: torch.cuda.CUDAGraph
-    ptrs: tuple[int, ...]  # data_ptr of every tensor input at capture: must hold at replay
+    static: tuple[tuple[int, int], ...]  # (argument, data_ptr) of inputs not staged by fxslots
+    stage: tuple[tuple[int, torch.Tensor], ...]  # (argument, where replays copy it to)
     outs: list[_Out]
-
-
-def _ptrs(args: list[Any]) -> tuple[int, ...]:
-    return tuple(a.data_ptr() if isinstance(a, torch.Tensor) else 0 for a in args)
-
-
-def _shape_key(args: list[Any]) -> tuple:
-    return tuple((tuple(a.shape), a.stride()) if isinstance(a, torch.Tensor) else a
-                 for a in args)
 
 
 class GraphExecutor:
@@ -81,42 +74,53 @@ class GraphExecutor:
         self.graphs: dict[tuple, _Captured] = {}
         self.warm: set[str] = set()
         self.uncaptured: set[tuple] = set()
-        self._staged_inputs: list[int] | None = None
-        self._tangents: list[int] | None = None
 
-    # forward
-
-    def forward(self, variant: Variant, slot: Slot | None, args: list[Any], views: list[Any],
-                staged: list[Any]) -> Any:
+    def forward(self, variant: Variant, slot: Slot | None, args: list[Any], layout, alias) -> Any:
         if slot is None:  # nothing to save and nothing to stage: no graph needed
             return variant.forward_graph(*args)
-        if self._staged_inputs is None:
-            self._staged_inputs = _placeholder_indices(variant.forward_graph,
-                                                       [v.holds for v in variant.plan.staging])
+        key = ("forward", slot.index, slot.generation, layout.key)
+        cap = self.graphs.get(key)
+        if cap is not None and self._replay(cap, args, slot):
+            return self._outputs(cap, alias, variant.device)
+        staged = _staged_indices(variant)
+        views = make_views(alias, variant.device, layout.views)
+        stage = make_views(alias, variant.device, layout.staging)
         gargs = list(args)
-        for i, view in zip(self._staged_inputs, staged, strict=True):
+        for i, view in zip(staged, stage, strict=True):
             view.copy_(args[i])
             gargs[i] = view
-        gargs += views
-        key = ("forward", slot.index, slot.generation, _shape_key(gargs))
-        return self._run(variant, slot, key, variant.forward_graph, gargs)
-
-    # backward
+        return self._first_runs(variant, slot, key, variant.forward_graph, gargs + views,
+                                tuple(zip(staged, stage, strict=True)), len(args), alias)
 
     def backward(self, variant: Variant, slot: Slot | None, args: list[Any]) -> Any:
         if slot is None:
             return variant.backward_graph(*args)
-        if self._tangents is None:
-            names = [p.name for p in variant.backward_graph.graph.find_nodes(op="placeholder")]
-            self._tangents = [i for i, n in enumerate(names) if n.startswith("tangents")]
+        tangents = _tangent_indices(variant)
+        staging, generation = self._staging(variant, [args[i] for i in tangents])
+        key = ("backward", slot.index, slot.generation, slot.layout.key, generation,
+               tuple(tuple(args[i].shape) for i in tangents))
+        cap = self.graphs.get(key)
+        if cap is not None and self._replay(cap, args, slot):
+            return self._outputs(cap, None, variant.device)
         gargs = list(args)
-        tangents = [(i, args[i]) for i in self._tangents if isinstance(args[i], torch.Tensor)]
-        staging, generation = self._staging(variant, [t for _, t in tangents])
-        for (i, t), view in zip(tangents, staging, strict=True):
-            view.copy_(t)
+        for i, view in zip(tangents, staging, strict=True):
+            view.copy_(args[i])
             gargs[i] = view
-        key = ("backward", slot.index, slot.generation, generation, _shape_key(gargs))
-        return self._run(variant, slot, key, variant.backward_graph, gargs)
+        return self._first_runs(variant, slot, key, variant.backward_graph, gargs,
+                                tuple(zip(tangents, staging, strict=True)), len(args), None)
+
+    def _replay(self, cap: _Captured, args: list[Any], slot: Slot) -> bool:
+        """Replay ``cap`` on ``args``; False (and nothing done) if an input moved since capture."""
+        if self.options.debug:
+            _check_owner(slot)
+        for i, ptr in cap.static:
+            if args[i].data_ptr() != ptr:
+                log.info("an input moved since capture (argument %d); capturing again", i)
+                return False
+        for i, dst in cap.stage:
+            dst.copy_(args[i])
+        cap.graph.replay()
+        return True
 
     def _staging(self, variant: Variant, tangents: list[torch.Tensor]):
         """Views of the ring's backward staging buffer, one per tangent. Backward replays run
@@ -132,33 +136,29 @@ class GraphExecutor:
             ring.bw_staging = buf = torch.empty(max(offset, 1), dtype=torch.uint8,
                                                 device=variant.device)
             ring.bw_staging_generation = getattr(ring, "bw_staging_generation", 0) + 1
-        return make_views(buf.untyped_storage(), variant.device, geometry), \
-            ring.bw_staging_generation
+        return (make_views(buf.untyped_storage(), variant.device, geometry),
+                ring.bw_staging_generation)
 
-    # both directions
-
-    def _run(self, variant: Variant, slot: Slot, key: tuple, gm: fx.GraphModule,
-             gargs: list[Any]) -> Any:
+    def _first_runs(self, variant, slot, key, gm, gargs, stage, nargs, alias) -> Any:
+        """Warm up (once per direction), else capture and replay; or run uncaptured."""
         direction = key[0]
         if direction not in self.warm or key in self.uncaptured:
-            # Warm-up runs uncaptured once per direction: lazy initialisation (cuBLAS handles,
-            # autotuning) must not land inside a capture.
+            # Lazy initialisation (cuBLAS handles, autotuning) must not land in a capture.
             self.warm.add(direction)
             return gm(*gargs)
-        cap = self.graphs.get(key)
-        if cap is None or cap.ptrs != _ptrs(gargs):
-            if cap is not None:
-                log.info("%s %s slot %d: an input moved; capturing again", variant.name,
-                         direction, slot.index)
-            cap = self._capture(variant, slot, key, gm, gargs)
-            if cap is None:
-                return gm(*gargs)
-        if self.options.debug:
-            _check_owner(variant, slot, gargs)
+        self._drop_stale(key)
+        cap = self._capture(variant, slot, key, gm, gargs, stage, nargs)
+        if cap is None:
+            return gm(*gargs)
         cap.graph.replay()
-        return self._outputs(cap, gargs)
+        return self._outputs(cap, alias, variant.device)
 
-    def _capture(self, variant, slot, key, gm, gargs) -> _Captured | None:
+    def _drop_stale(self, key: tuple) -> None:
+        """Graphs of this slot captured before its arena moved can never replay again."""
+        for k in [k for k in self.graphs if k[:2] == key[:2] and k[2] != key[2]]:
+            del self.graphs[k]
+
+    def _capture(self, variant, slot, key, gm, gargs, stage, nargs) -> _Captured | None:
         from .backend import counters
 
         direction = key[0]
@@ -174,11 +174,11 @@ class GraphExecutor:
             torch.cuda.synchronize()
             counters["capture_failures"] += 1
             where = f"node {node.name} ({node.target})" if node is not None else "its start"
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
             msg = (f"fxslots: capturing the {direction} graph of {variant.name} (slot "
                    f"{slot.index}) as a CUDA graph failed at {where}: {type(e).__name__}: "
-                   f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}. Set "
-                   f"options={{'on_capture_failure': 'eager'}} to run this graph without a CUDA "
-                   f"graph, or options={{'cudagraphs': False}} for the whole model")
+                   f"{first}. Set options={{'on_capture_failure': 'eager'}} to run this graph "
+                   f"without a CUDA graph, or options={{'cudagraphs': False}} for the whole model")
             if self.options.on_capture_failure == "eager":
                 warnings.warn(msg, stacklevel=2)
                 self.uncaptured.add(key)
@@ -187,28 +187,55 @@ class GraphExecutor:
         counters["captures"] += 1
         log.info("%s: captured %s graph for slot %d (%d captures in all)", variant.name,
                  direction, slot.index, counters["captures"])
+        staged = {i for i, _ in stage}
+        static = tuple((i, a.data_ptr()) for i, a in enumerate(gargs[:nargs])
+                       if isinstance(a, torch.Tensor) and i not in staged)
         staging = getattr(variant.ring, "bw_staging", None)
-        cap = _Captured(graph, _ptrs(gargs),
+        cap = _Captured(graph, static, stage,
                         _describe_outputs(outs, gargs, slot, direction, staging))
         del outs  # pool outputs die here; their bytes may serve later captures as scratch
         self.graphs[key] = cap
         return cap
 
-    def _outputs(self, cap: _Captured, gargs: list[Any]) -> list[Any]:
-        alias = None
-        result = []
-        for o in cap.outs:
-            if o.kind == "const":
-                result.append(o.value)
-            elif o.kind == "pool":
-                result.append(o.value.clone())
-            else:
-                if alias is None:
-                    alias = _slot_alias(gargs)
-                dtype, off, shape, stride = o.geometry
-                result.append(torch.empty(0, dtype=dtype, device=alias.device).set_(
-                    alias, off, shape, stride))
+    def _outputs(self, cap: _Captured, alias: Any, device: torch.device) -> list[Any]:
+        result = [o.value for o in cap.outs]
+        pool = [(j, o.value) for j, o in enumerate(cap.outs) if o.kind == "pool"]
+        if pool:
+            # One allocation and one multi-tensor copy for all outputs (gradients, mostly),
+            # instead of a clone each: the caller owns them, the pool bytes are free again.
+            copies = _empty_like_many([v for _, v in pool], device)
+            _torch.foreach_copy_(copies, [v for _, v in pool])
+            for (j, _), c in zip(pool, copies, strict=True):
+                result[j] = c
+        slot_outs = [(j, o.geometry) for j, o in enumerate(cap.outs) if o.kind == "slot"]
+        if slot_outs:
+            views = make_views(alias, device, [g for _, g in slot_outs])
+            for (j, _), v in zip(slot_outs, views, strict=True):
+                result[j] = v
         return result
+
+
+def _empty_like_many(tensors: list[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
+    """Fresh tensors shaped like ``tensors`` (dense, same strides), carved from one buffer."""
+    geometry, offset = [], 0
+    for t in tensors:
+        item = t.element_size()
+        offset = -(-offset // 16) * 16
+        span = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True)) \
+            if t.numel() else 0
+        geometry.append((t.dtype, offset // item, tuple(t.shape), t.stride()))
+        offset += span * item
+    buf = torch.empty(max(offset, 1), dtype=torch.uint8, device=device)
+    return make_views(buf.untyped_storage(), device, geometry)
+
+
+def _staged_indices(variant: Variant) -> list[int]:
+    return _placeholder_indices(variant.forward_graph, [v.holds for v in variant.plan.staging])
+
+
+def _tangent_indices(variant: Variant) -> list[int]:
+    names = [p.name for p in variant.backward_graph.graph.find_nodes(op="placeholder")]
+    return [i for i, n in enumerate(names) if n.startswith("tangents")]
 
 
 def _placeholder_indices(gm: fx.GraphModule, names: list[str]) -> list[int]:
@@ -228,8 +255,6 @@ def _describe_outputs(outs: Any, gargs: list[Any], slot: Slot, direction: str,
                       staging: torch.Tensor | None) -> list[_Out]:
     """Classify each output: slot views are rebuilt over the next forward's alias; views of
     parameters stay as they are; everything else (pool memory, staged inputs) is cloned."""
-    from . import _torch
-
     base = slot.arena.data_ptr()
     staged = {base, None if staging is None else staging.data_ptr()}
     static = {a.untyped_storage().data_ptr() for a in gargs
@@ -255,11 +280,9 @@ def _describe_outputs(outs: Any, gargs: list[Any], slot: Slot, direction: str,
     return described
 
 
-def _check_owner(variant: Variant, slot: Slot, gargs: list[Any]) -> None:
-    """Debug mode: the slot about to be replayed into belongs to this microbatch alone."""
-    views = [a for a in gargs if isinstance(a, torch.Tensor)
-             and a.untyped_storage().data_ptr() == slot.arena.data_ptr()]
-    if views and not slot.owns(views[-1]):
+def _check_owner(slot: Slot) -> None:
+    """Debug mode, before every replay: the slot is held by exactly one live microbatch."""
+    if not slot.pending():
         raise CaptureError(
-            f"fxslots debug: slot {slot.index} of {variant.ring.name} is owned by microbatch "
-            f"{slot.microbatch}, not the one replaying now")
+            f"fxslots debug: replaying into slot {slot.index}, which no live microbatch holds "
+            f"(last holder: microbatch {slot.microbatch} of {slot.variant})")

@@ -119,7 +119,8 @@ _ALIASING_NAMES = {"getitem", "_unsafe_view", "reshape", "alias", "view_as", "ex
 
 @functools.lru_cache(maxsize=None)
 def aliases_input(target: str) -> bool:
-    """True when the printed ``target`` returns a view of (or the very storage of) an input."""
+    """True when the printed ``target`` returns a view of an input (so reading its result
+    reads that input's bytes): ATen ops whose schema says so, and getitem of such a result."""
     parts = target.split(".")
     if parts[-1] in _ALIASING_NAMES or (len(parts) > 1 and parts[1] in _ALIASING_NAMES):
         return True
@@ -130,7 +131,10 @@ def aliases_input(target: str) -> bool:
     try:
         packet = getattr(getattr(torch.ops, parts[0]), parts[1])
         op = getattr(packet, parts[2] if len(parts) > 2 else "default")
-        return any(r.alias_info is not None for r in op._schema.returns)
+        schema = op._schema
+        # Views return an alias of an input; mutating ops (out=, in place) return the tensor
+        # they wrote, which in a backward graph is never a saved tensor.
+        return not schema.is_mutable and any(r.alias_info is not None for r in schema.returns)
     except (AttributeError, RuntimeError):
         return False
 
@@ -259,9 +263,16 @@ def figure_size(report: Any) -> tuple[float, float]:
 def plot_report(report: Any, path: str, *, dpi: int = 100) -> str:
     """Draw ``report`` (from ``fxslots.explain``) as a PNG at ``path``; returns ``path``.
 
-    One panel per compiled graph (at most ``MAX_GRAPHS``): its arena plan on the forward then
-    backward timeline. A last panel: every slot of the ring, and what holds it after the step.
+    The PNG is ``figure_size(report)`` inches times ``dpi`` pixels.
     """
+    build_figure(report, dpi=dpi).savefig(path, dpi=dpi, format="png")
+    return str(path)
+
+
+def build_figure(report: Any, *, dpi: int = 100) -> Any:
+    """The matplotlib Figure of ``report``: one panel per compiled graph (at most
+    ``MAX_GRAPHS``) with its arena plan on the forward then backward timeline, then a panel of
+    every slot of the ring and what holds it after the step."""
     require_matplotlib()
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -284,8 +295,7 @@ def plot_report(report: Any, path: str, *, dpi: int = 100) -> str:
     if len(report.graphs) > MAX_GRAPHS:
         fig.suptitle(f"first {MAX_GRAPHS} of {len(report.graphs)} compiled graphs", fontsize=9)
     _draw_slots(axes[-1], report.slots)
-    fig.savefig(path, dpi=dpi, format="png")
-    return str(path)
+    return fig
 
 
 def _graph_title(i: int, g: Any) -> str:

@@ -36,6 +36,7 @@ class Slot:
     variant: str | None = None
     microbatch: int | None = None
     generation: int = 0  # bumps when the arena is reallocated (captured graphs go stale)
+    layout: Any = None  # the ViewLayout of the forward holding the slot
 
     @property
     def nbytes(self) -> int:
@@ -137,6 +138,7 @@ class SlotRing:
 class ViewLayout:
     """A plan evaluated at one concrete shape: arena bytes and (dtype, offset, shape, stride)."""
 
+    key: tuple  # the symbol values it was evaluated at
     nbytes: int
     views: tuple[tuple[torch.dtype, int, tuple[int, ...], tuple[int, ...]], ...]
     staging: tuple[tuple[torch.dtype, int, tuple[int, ...], tuple[int, ...]], ...] = ()
@@ -172,14 +174,21 @@ def layout_of(plan: ArenaPlan, env: dict[sympy.Symbol, int]) -> ViewLayout:
         return tuple((v.dtype, evaluate(v.storage_offset, env), ints(v.shape), ints(v.stride))
                      for v in views)
 
-    return ViewLayout(nbytes=max(evaluate(plan.capacity, env), 1), views=geometry(plan.views),
+    return ViewLayout(key=tuple(sorted((str(k), v) for k, v in env.items())),
+                      nbytes=max(evaluate(plan.capacity, env), 1), views=geometry(plan.views),
                       staging=geometry(plan.staging))
 
 
 def make_views(alias: Any, device: torch.device, geometry) -> list[torch.Tensor]:
     """Tensors over ``alias`` with the given (dtype, element offset, shape, stride)."""
-    return [torch.empty(0, dtype=dtype, device=device).set_(alias, off, shape, stride)
-            for dtype, off, shape, stride in geometry]
+    bases: dict[torch.dtype, torch.Tensor] = {}
+    out = []
+    for dtype, off, shape, stride in geometry:
+        base = bases.get(dtype)
+        if base is None:  # one typed tensor per dtype; as_strided is ~4x cheaper than set_
+            base = bases[dtype] = torch.empty(0, dtype=dtype, device=device).set_(alias)
+        out.append(base.as_strided(shape, stride, off))
+    return out
 
 
 @dataclass
@@ -200,7 +209,7 @@ class Variant:
 
     def layout(self, args: Sequence[Any]) -> ViewLayout:
         env = self.binder.bind(args)
-        key = tuple(sorted((str(k), v) for k, v in env.items()))
+        key = tuple(env.values())
         lay = self.layouts.get(key)
         if lay is None:
             lay = self.layouts[key] = layout_of(self.plan, env)
@@ -208,14 +217,13 @@ class Variant:
 
     def forward(self, args: list[Any]) -> Any:
         if not self.plan.views and not self.plan.staging:
-            return self.executor.forward(self, None, args, [], [])
+            return self.executor.forward(self, None, args, None, None)
         lay = self.layout(args)
         slot, alias = self.ring.acquire(lay.nbytes, self.device, self.name)
+        slot.layout = lay
         try:
-            views = make_views(alias, self.device, lay.views)
-            staged = make_views(alias, self.device, lay.staging)
+            out = self.executor.forward(self, slot, args, lay, alias)
             del alias
-            out = self.executor.forward(self, slot, args, views, staged)
         except BaseException:
             self.ring.release(slot)
             raise
@@ -236,8 +244,9 @@ class Variant:
 class EagerExecutor:
     """Runs the rewritten graphs as they are: CPU, or CUDA with cudagraphs=False."""
 
-    def forward(self, variant: Variant, slot: Slot | None, args: list[Any], views: list[Any],
-                staged: list[Any]):
+    def forward(self, variant: Variant, slot: Slot | None, args: list[Any],
+                layout: ViewLayout | None, alias: Any):
+        views = [] if layout is None else make_views(alias, variant.device, layout.views)
         return variant.forward_graph(*args, *views)
 
     def backward(self, variant: Variant, slot: Slot | None, args: list[Any]):

@@ -1,0 +1,516 @@
+"""The bad-input matrix (issue 4, part 2): one test per input, written up in docs/reliability.md.
+
+Each input either works like eager (gradients bitwise equal to aot_eager's, close to eager's) or
+raises a clear error before any arena byte is written; none corrupts a gradient. Mixed devices
+need a GPU: see tests/test_cuda_reliability.py::test_mixed_devices_*.
+"""
+
+from __future__ import annotations
+
+import copy
+import gc
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+import fxslots
+from fxslots import ArenaLimitError, OptionsError, SlotsExhaustedError
+from fxslots import backend as fxb
+
+
+class Net(nn.Module):
+    """Linear + tanh twice: saved activations in every layer, a (B, 8) -> (B, 8) map."""
+
+    def __init__(self, d: int = 8):
+        super().__init__()
+        torch.manual_seed(0)
+        self.a = nn.Linear(d, d)
+        self.b = nn.Linear(d, d)
+
+    def forward(self, x):
+        return torch.tanh(self.b(torch.tanh(self.a(x))))
+
+
+def rings():
+    return list(fxb._rings.values())
+
+
+def pending() -> int:
+    return sum(r.pending() for r in rings())
+
+
+def arenas() -> list[tuple[int, int, torch.Tensor]]:
+    """(data_ptr, bytes, a copy of the bytes) of every slot's arena."""
+    return [(s.arena.data_ptr(), s.nbytes, s.arena.clone())
+            for r in rings() for s in r.slots if s.arena is not None]
+
+
+def assert_arenas_unchanged(before, after) -> None:
+    assert [(p, n) for p, n, _ in before] == [(p, n) for p, n, _ in after]
+    for (_, _, a), (_, _, b) in zip(before, after, strict=True):
+        assert torch.equal(a, b), "an arena byte was written"
+
+
+def compiled(model, **options):
+    return torch.compile(model, backend="fxslots", options=options)
+
+
+def grads(model) -> dict[str, torch.Tensor]:
+    return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+def assert_same_grads(got: nn.Module, want: nn.Module, exact: bool = False) -> None:
+    g, w = grads(got), grads(want)
+    assert g.keys() == w.keys()
+    for k in w:
+        if exact:
+            assert torch.equal(g[k], w[k]), k
+        else:
+            torch.testing.assert_close(g[k], w[k], rtol=1e-5, atol=1e-6, msg=k)
+
+
+def batch(n: int = 4, d: int = 8, seed: int = 1) -> torch.Tensor:
+    return torch.randn(n, d, generator=torch.Generator().manual_seed(seed))
+
+
+def run_fb(fn, xs, order) -> list[torch.Tensor]:
+    """Forwards of every x, then backwards in ``order``; returns detached outputs."""
+    outs = [fn(x) for x in xs]
+    for i in order:
+        outs[i].sum().backward()
+    return [o.detach() for o in outs]
+
+
+def root_cause(e: BaseException) -> BaseException | None:
+    """The OptionsError behind Dynamo's BackendCompilerFailed (inner_exception, __cause__ or
+    __context__, depending on the torch version)."""
+    for c in (getattr(e, "inner_exception", None), e.__cause__, e.__context__):
+        if isinstance(c, fxslots.FxslotsError):
+            return c
+    return None
+
+
+# ----------------------------------------------------------------------------- the matrix
+
+
+def test_too_many_forwards_in_flight():
+    eager, model = Net(), Net()
+    c = compiled(model, slots=2, debug=True)
+    xs = [batch(seed=i) for i in range(3)]
+    o0, o1 = c(xs[0]), c(xs[1])
+    before = arenas()
+    with pytest.raises(SlotsExhaustedError) as ei:
+        c(xs[2])
+    msg = str(ei.value)
+    assert "'slots'" in msg and "all 2 are pending" in msg and "(now 2)" in msg, msg
+    assert_arenas_unchanged(before, arenas())
+    assert pending() == 2
+    o1.sum().backward()
+    o0.sum().backward()
+    # The refused microbatch can run once a slot is free; gradients equal eager's.
+    c(xs[2]).sum().backward()
+    run_fb(eager, xs[:2], [1, 0])
+    eager(xs[2]).sum().backward()
+    assert_same_grads(model, eager)
+    assert pending() == 0
+
+
+def test_backward_called_twice():
+    eager, model = Net(), Net()
+    c = compiled(model, slots=1, debug=True)
+    x = batch()
+    out = c(x)
+    out.sum().backward()
+    first = grads(model)
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        out.sum().backward()
+    assert all(torch.equal(first[k], v) for k, v in grads(model).items())
+    assert pending() == 0
+    c(batch(seed=2)).sum().backward()  # the slot is free again
+    eager(x).sum().backward()
+    eager(batch(seed=2)).sum().backward()
+    assert_same_grads(model, eager)
+
+
+def test_retain_graph():
+    eager, model = Net(), Net()
+    c = compiled(model, slots=1, debug=True)
+    x = batch()
+    out = c(x)
+    out.sum().backward(retain_graph=True)
+    assert pending() == 1, "retain_graph=True keeps the saved tensors, so it keeps the slot"
+    before = arenas()
+    with pytest.raises(SlotsExhaustedError):
+        c(batch(seed=2))  # the retained microbatch still owns the only slot
+    assert_arenas_unchanged(before, arenas())
+    out.sum().backward()  # second backward through the retained graph
+    assert pending() == 0
+    e = eager(x)
+    e.sum().backward(retain_graph=True)
+    e.sum().backward()
+    assert_same_grads(model, eager)
+    c(batch(seed=2)).sum().backward()
+
+
+def test_create_graph_double_backward():
+    """First-order gradients with create_graph=True are right; a double backward raises the
+    same clear error aot_eager raises; once the graph is gone the slot is free again.
+
+    AOTAutograd's create_graph path builds a reference cycle around the saved tensors (its
+    per-call ``CompiledFunctionBackward`` class in ``_double_backward``), so they die at the
+    next garbage collection, not when the user drops the graph. The collector is off here, as
+    it may be at any moment of a real step: the slot must still be usable."""
+    gc.collect()
+    gc.disable()
+    try:
+        _create_graph_double_backward()
+    finally:
+        gc.enable()
+
+
+def _create_graph_double_backward():
+    eager, model, ref = Net(), Net(), Net()
+    c = compiled(model, slots=1, debug=True)
+    c_ref = torch.compile(ref, backend="aot_eager")
+    x = batch()
+    results = {}
+    # fxslots last, so that no compile (Dynamo collects garbage after each compile) runs
+    # between its create_graph backward and its next forward. Each model's first backward is
+    # the create_graph one (a backward compiled earlier with donated buffers refuses
+    # create_graph=True, in aot_eager alike: see test_create_graph_after_a_plain_backward).
+    for name, fn in (("aot_eager", c_ref), ("eager", eager), ("fxslots", c)):
+        xi = x.clone().requires_grad_()
+        gx, = torch.autograd.grad(fn(xi).sum(), xi, create_graph=True)
+        results[name] = gx.detach().clone()
+        try:
+            gx.sum().backward()
+            results[name + " double"] = "ok"
+        except RuntimeError as e:
+            results[name + " double"] = str(e)
+        del gx, xi
+    assert torch.equal(results["fxslots"], results["aot_eager"])
+    torch.testing.assert_close(results["fxslots"], results["eager"], rtol=1e-5, atol=1e-6)
+    assert results["fxslots double"] == results["aot_eager double"]
+    # Every output and gradient of that microbatch is gone: the next forward gets the slot.
+    c(batch(seed=3).requires_grad_()).sum().backward()
+    assert pending() == 0
+
+
+def test_create_graph_after_a_plain_backward():
+    """Once a backward ran without create_graph, AOTAutograd refuses create_graph=True with a
+    clear error (donated buffers), in aot_eager alike; fxslots raises the same and the slot is
+    free again once the microbatch is dropped."""
+    model, ref = Net(), Net()
+    c = compiled(model, slots=1, debug=True)
+    c_ref = torch.compile(ref, backend="aot_eager")
+    errors = {}
+    for name, fn in (("aot_eager", c_ref), ("fxslots", c)):
+        fn(batch(seed=1).requires_grad_()).sum().backward()
+        x = batch(seed=2).requires_grad_()
+        try:
+            torch.autograd.grad(fn(x).sum(), x, create_graph=True)
+            errors[name] = None
+        except RuntimeError as e:
+            errors[name] = str(e)
+        del x
+    assert errors["fxslots"] == errors["aot_eager"]
+    assert_same_grads(model, ref, exact=True)
+    c(batch(seed=3).requires_grad_()).sum().backward()
+    assert pending() == 0
+
+
+def test_backward_of_output_whose_slot_was_reused():
+    """Microbatch 0's backward ran, so its slot went to microbatch 1. Microbatch 0's output
+    keeps its value (user outputs never live in a released slot), a second backward through it
+    raises autograd's clear error, and microbatch 1's gradients are intact."""
+    eager, model = Net(), Net()
+    c = compiled(model, slots=1, debug=True)  # debug: released arenas are poisoned with NaN
+    x0, x1 = batch(seed=0), batch(seed=1)
+    out0 = c(x0)
+    value0 = out0.detach().clone()
+    out0.sum().backward()
+    out1 = c(x1)  # reuses (and overwrites) the only slot
+    assert torch.equal(out0.detach(), value0)
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        out0.sum().backward()
+    out1.sum().backward()
+    assert torch.equal(out0.detach(), value0)
+    run_fb(eager, [x0], [0])
+    run_fb(eager, [x1], [0])
+    assert_same_grads(model, eager)
+
+
+def test_variant_beyond_arena_bound():
+    eager, model = Net(), Net()
+    small, big = batch(4), batch(64)
+    c = compiled(model, slots=2, max_arena_bytes=2048, debug=True)
+    c(small).sum().backward()
+    before = arenas()
+    with pytest.raises(ArenaLimitError) as ei:
+        c(big)
+    msg = str(ei.value)
+    assert "max_arena_bytes=2048" in msg and "arena bytes per slot" in msg, msg
+    assert_arenas_unchanged(before, arenas())
+    assert pending() == 0
+    c(small).sum().backward()  # the old variant still trains
+    eager(small).sum().backward()
+    eager(small).sum().backward()
+    assert_same_grads(model, eager)
+
+
+def test_variant_beyond_dynamic_bound_recompiles_and_grows():
+    """A shape past the range Dynamo was told (mark_dynamic max) is a new variant; the arenas
+    grow to it and gradients stay right."""
+    eager, model = Net(), Net()
+    c = compiled(model, slots=2)
+    xs = [batch(n, seed=n) for n in (4, 6, 40)]
+    for x in xs[:2]:  # compiled for batch sizes 2..8; 40 fails that guard: a new variant
+        torch._dynamo.mark_dynamic(x, 0, min=2, max=8)
+    outs = [c(x) for x in xs[:2]]
+    outs[1].sum().backward()
+    out_big = c(xs[2])  # in flight with microbatch 0
+    outs[0].sum().backward()
+    out_big.sum().backward()
+    run_fb(eager, xs[:2], [1])
+    o = eager(xs[2])
+    eager(xs[0]).sum().backward()
+    o.sum().backward()
+    assert_same_grads(model, eager)
+    assert len([v for r in rings() for v in r.variants if v() is not None]) >= 2
+
+
+def test_non_contiguous_inputs():
+    eager, model, ref = Net(), Net(), Net()
+    c = compiled(model, slots=2, debug=True)
+    c_ref = torch.compile(ref, backend="aot_eager")
+    xs = [batch(8, 6, seed=0).t(),                                        # transposed
+          batch(4, 16, seed=1)[:, ::2],                                    # strided
+          batch(1, 8, seed=2).expand(5, 8)]                                # stride 0
+    for x in xs:
+        assert not x.is_contiguous()
+    for fn in (c, c_ref, eager):
+        run_fb(fn, xs[:2], [1, 0])
+        run_fb(fn, xs[2:], [0])
+    assert_same_grads(model, ref, exact=True)
+    assert_same_grads(model, eager)
+
+
+def test_zero_size_tensors():
+    eager, model, ref = Net(), Net(), Net()
+    c = compiled(model, slots=2, debug=True)
+    c_ref = torch.compile(ref, backend="aot_eager")
+    xs = [batch(0, 8), batch(3, 8), torch.randn(2, 0, 8), batch(0, 8)]
+    for fn in (c, c_ref, eager):
+        for x in xs:
+            x = x.clone().requires_grad_()
+            out = fn(x)
+            assert out.shape == x.shape
+            out.sum().backward()
+            assert x.grad.shape == x.shape
+    assert_same_grads(model, ref, exact=True)
+    assert_same_grads(model, eager)
+    assert pending() == 0
+
+
+@pytest.mark.parametrize("options, words", [
+    ({"slotz": 2}, ["unknown option", "'slotz'", "valid options are"]),
+    ({"slots": 0}, ["'slots'", ">= 1"]),
+    ({"slots": True}, ["'slots'", "int", "bool"]),
+    ({"slots": "2"}, ["'slots'", "int", "str"]),
+    ({"alignment": 24}, ["'alignment'", "power of two"]),
+    ({"max_arena_bytes": -1}, ["'max_arena_bytes'", "positive"]),
+    ({"on_capture_failure": "ignore"}, ["'on_capture_failure'", "'raise' or 'eager'"]),
+], ids=["unknown", "zero-slots", "bool-slots", "str-slots", "alignment", "negative-limit",
+        "capture-policy"])
+def test_unknown_or_bad_option(options, words):
+    with pytest.raises(OptionsError) as ei:
+        fxslots.Options.parse(options)
+    for w in words:
+        assert w in str(ei.value), (w, str(ei.value))
+    # Through torch.compile the error surfaces at the first call, before any slot exists.
+    model = Net()
+    c = torch.compile(model, backend="fxslots", options=options)
+    with pytest.raises(Exception) as ei:
+        c(batch())
+    cause = root_cause(ei.value)
+    assert isinstance(cause, OptionsError), repr(ei.value)
+    assert all(w in str(ei.value) for w in words), str(ei.value)
+    assert rings() == [] and all(p.grad is None for p in model.parameters())
+
+
+def test_mode_is_refused():
+    with pytest.raises(OptionsError, match="mode"):
+        fxb.fxslots_backend(None, [], mode="reduce-overhead")
+
+
+def test_model_that_graph_breaks():
+    class Breaks(nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.a, self.b = nn.Linear(8, 8), nn.Linear(8, 8)
+
+        def forward(self, x):
+            h = torch.tanh(self.a(x))
+            torch._dynamo.graph_break()
+            return torch.tanh(self.b(h)) * h
+
+    eager, model, ref = Breaks(), Breaks(), Breaks()
+    c = compiled(model, slots=2, debug=True)
+    c_ref = torch.compile(ref, backend="aot_eager")
+    xs = [batch(seed=i) for i in range(4)]
+    for fn in (c, c_ref, eager):
+        run_fb(fn, xs[:2], [1, 0])
+        run_fb(fn, xs[2:], [0, 1])
+    assert len(rings()) == 2, "each graph of the break has its own ring"
+    assert pending() == 0
+    assert_same_grads(model, ref, exact=True)
+    assert_same_grads(model, eager)
+
+
+def test_graph_with_no_saved_tensors():
+    class NoSaved(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.b = nn.Parameter(torch.zeros(8))
+
+        def forward(self, x):
+            return x * 2 + self.b
+
+    eager, model = NoSaved(), NoSaved()
+    c = compiled(model, slots=1, debug=True)
+    xs = [batch(seed=i).requires_grad_() for i in range(3)]
+    outs = [c(x) for x in xs]  # three in flight with one slot: nothing needs a slot
+    for o in outs:
+        o.sum().backward()
+    run_fb(eager, [x.detach() for x in xs], [0, 1, 2])
+    assert_same_grads(model, eager)
+    assert all(torch.equal(x.grad, torch.full_like(x, 2.0)) for x in xs)
+    assert arenas() == []
+
+
+@pytest.mark.parametrize("context", [torch.no_grad, torch.inference_mode],
+                         ids=["no_grad", "inference_mode"])
+def test_no_grad_and_inference_mode(context):
+    eager, model = Net(), Net()
+    c = compiled(model, slots=1, debug=True)
+    x = batch()
+    train_out = c(x)  # a training microbatch holds the only slot
+    before = arenas()
+    with context():
+        for n in (4, 5):
+            y = c(batch(n, seed=n))
+            with torch.no_grad():
+                want = eager(batch(n, seed=n))
+            torch.testing.assert_close(y, want, rtol=1e-6, atol=1e-6)
+            assert not y.requires_grad
+    assert_arenas_unchanged(before, arenas())  # inference needs no slot
+    train_out.sum().backward()
+    eager(x).sum().backward()
+    assert_same_grads(model, eager)
+    assert pending() == 0
+
+
+# A custom op that raises when asked: an exception in the middle of a compiled forward.
+_FAIL = {"on": False}
+
+
+@torch.library.custom_op("fxslots_reliability::maybe_fail", mutates_args=())
+def _maybe_fail(x: torch.Tensor) -> torch.Tensor:
+    if _FAIL["on"]:
+        raise ValueError("injected failure half-way through the forward")
+    return x.clone()
+
+
+@_maybe_fail.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+_maybe_fail.register_autograd(lambda ctx, g: g)
+
+
+def test_exception_half_way_through_forward():
+    class Fails(Net):
+        def forward(self, x):
+            h = torch.tanh(self.a(x))
+            h = _maybe_fail(h)
+            return torch.tanh(self.b(h))
+
+    eager, model = Fails(), Fails()
+    c = compiled(model, slots=1, debug=True)
+    x0, x1 = batch(seed=0), batch(seed=1)
+    c(x0).sum().backward()
+    _FAIL["on"] = True
+    try:
+        with pytest.raises(ValueError, match="injected failure"):
+            c(x1)
+    finally:
+        _FAIL["on"] = False
+    assert pending() == 0, "the failed forward's slot was not released"
+    c(x1).sum().backward()  # the next step works, with one slot
+    eager(x0).sum().backward()
+    eager(x1).sum().backward()
+    assert_same_grads(model, eager)
+
+
+def test_exception_between_graphs_releases_the_first_graphs_slot():
+    class FailsAfterBreak(Net):
+        def forward(self, x, fail: bool):
+            h = torch.tanh(self.a(x))
+            torch._dynamo.graph_break()
+            if fail:
+                raise ValueError("injected failure after the first graph")
+            return torch.tanh(self.b(h))
+
+    eager, model = FailsAfterBreak(), FailsAfterBreak()
+    c = compiled(model, slots=1, debug=True)
+    x0, x1 = batch(seed=0), batch(seed=1)
+    c(x0, False).sum().backward()
+    try:
+        c(x1, True)
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("no failure")
+    assert pending() == 0, "the first graph's slot was not released"
+    c(x1, False).sum().backward()
+    eager(x0, False).sum().backward()
+    eager(x1, False).sum().backward()
+    assert_same_grads(model, eager)
+
+
+def test_debug_env_var_poisons_released_arenas(monkeypatch):
+    monkeypatch.setenv("FXSLOTS_DEBUG", "1")
+    model = Net()
+    c = compiled(model, slots=1)
+    c(batch()).sum().backward()
+    arena = next(s.arena for r in rings() for s in r.slots if s.arena is not None)
+    assert bool((arena == 0xFF).all()), "FXSLOTS_DEBUG=1 did not poison the released arena"
+
+
+def test_fallback_graph_still_trains():
+    """A graph fxslots cannot place (a self-overlapping saved view) falls back with a warning
+    and the gradients stay right; strict=True makes it an error."""
+    class Unfolds(nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.a = nn.Linear(8, 8)
+
+        def forward(self, x):
+            u = torch.tanh(self.a(x)).unfold(1, 4, 2)  # overlapping windows
+            return (u * u.exp()).sum(-1)
+
+    eager, model = Unfolds(), Unfolds()
+    c = compiled(model, slots=1)
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        outs = [c(batch(seed=i)) for i in range(2)]
+    for o in outs:
+        o.sum().backward()
+    run_fb(eager, [batch(seed=i) for i in range(2)], [0, 1])
+    assert_same_grads(model, eager)
+    gc.collect()
