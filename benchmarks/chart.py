@@ -21,7 +21,8 @@ from typing import Any
 
 CASE_ORDER = ("eager", "default", "compile", "default compile", "inductor", "reduce-overhead",
               "fxslots")
-"""Known cases first, in this order; spellings of "default compile" all sort together."""
+"""Known cases first, in this order; the spellings of a default torch.compile ("inductor" in
+benchmarks/bench.py) sort together."""
 
 CASE_COLORS = {"eager": "#7f7f7f", "default": "#1f77b4", "compile": "#1f77b4",
                "default compile": "#1f77b4", "inductor": "#1f77b4",
@@ -124,6 +125,10 @@ def build_figure(rows: list[dict[str, Any]], meta: dict[str, Any] | None = None,
                    transform=notes.transAxes, color="#b00000", family="monospace",
                    in_layout=False, clip_on=True)
     title = meta.get("title") or "fxslots benchmarks"
+    for key in ("device", "torch", "dtype"):  # a value every row shares belongs in the title
+        values = {str(r[key]) for r in rows if r.get(key)}
+        if key not in meta and len(values) == 1 and all(r.get(key) for r in rows):
+            meta = {**meta, key: values.pop()}
     extra = ", ".join(f"{k} {meta[k]}" for k in ("device", "torch", "dtype") if meta.get(k))
     fig.legend(handles=[_patch(colors[c], c) for c in cases], loc="outside upper center",
                ncols=max(1, len(cases)), fontsize=8, frameon=False,

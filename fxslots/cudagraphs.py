@@ -74,11 +74,12 @@ class GraphExecutor:
         self.graphs: dict[tuple, _Captured] = {}
         self.warm: set[str] = set()
         self.uncaptured: set[tuple] = set()
+        self._tangents: list[int] | None = None
 
     def forward(self, variant: Variant, slot: Slot | None, args: list[Any], layout, alias) -> Any:
         if slot is None:  # nothing to save and nothing to stage: no graph needed
             return variant.forward_graph(*args)
-        key = ("forward", slot.index, slot.generation, layout.key)
+        key = ("forward", slot.index, (slot.generation,), layout.key)
         cap = self.graphs.get(key)
         if cap is not None and self._replay(cap, args, slot):
             return self._outputs(cap, alias, variant.device)
@@ -95,9 +96,11 @@ class GraphExecutor:
     def backward(self, variant: Variant, slot: Slot | None, args: list[Any]) -> Any:
         if slot is None:
             return variant.backward_graph(*args)
-        tangents = _tangent_indices(variant)
+        if self._tangents is None:
+            self._tangents = _tangent_indices(variant)
+        tangents = self._tangents
         staging, generation = self._staging(variant, [args[i] for i in tangents])
-        key = ("backward", slot.index, slot.generation, slot.layout.key, generation,
+        key = ("backward", slot.index, (slot.generation, generation), slot.layout.key,
                tuple(tuple(args[i].shape) for i in tangents))
         cap = self.graphs.get(key)
         if cap is not None and self._replay(cap, args, slot):
@@ -154,7 +157,8 @@ class GraphExecutor:
         return self._outputs(cap, alias, variant.device)
 
     def _drop_stale(self, key: tuple) -> None:
-        """Graphs of this slot captured before its arena moved can never replay again."""
+        """Graphs of this slot captured before its arena (or the staging buffer) moved can
+        never replay again: free them. Keys are (direction, slot, addresses, shape)."""
         for k in [k for k in self.graphs if k[:2] == key[:2] and k[2] != key[2]]:
             del self.graphs[k]
 

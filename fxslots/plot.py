@@ -67,7 +67,8 @@ class GraphLine:
     reads: tuple[str, ...]  # names of the nodes among its arguments, in order
 
 
-_NODE_RE = re.compile(r"^    (?P<name>[A-Za-z_]\w*)(?:: .*?)? = (?P<target>[\w.:]+)\((?P<args>.*)\)$")
+_NODE_RE = re.compile(
+    r"^    (?P<name>[A-Za-z_]\w*)(?:: .*?)? = (?P<target>[\w.:]+)\((?P<args>.*)\)$")
 _PLACEHOLDER_RE = re.compile(r"^    (?P<name>[A-Za-z_]\w*): .*?,(?:  # .*)?$")
 _IDENT_RE = re.compile(r"(?<![\w.])[A-Za-z_]\w*(?![\w=])")
 
@@ -121,8 +122,8 @@ _ALIASING_NAMES = {"getitem", "_unsafe_view", "reshape", "alias", "view_as", "ex
 def aliases_input(target: str) -> bool:
     """True when the printed ``target`` returns a view of an input (so reading its result
     reads that input's bytes): ATen ops whose schema says so, and getitem of such a result."""
-    parts = target.split(".")
-    if parts[-1] in _ALIASING_NAMES or (len(parts) > 1 and parts[1] in _ALIASING_NAMES):
+    parts = target.split(".")  # "getitem", "aten.view", "aten.transpose.int"
+    if parts[min(1, len(parts) - 1)] in _ALIASING_NAMES:
         return True
     if len(parts) < 2:
         return False
@@ -188,8 +189,9 @@ def symbol_env(graph: Any) -> tuple[dict[sympy.Symbol, int], dict[str, str]]:
     env: dict[sympy.Symbol, int] = {}
     source: dict[str, str] = {}
     layouts = getattr(graph.variant, "layouts", None) or {}
-    if free and len(layouts) == 1:
-        for name, value in next(iter(layouts)):
+    if free and len(layouts) == 1:  # one shape ran: its runtime.ViewLayout has the values
+        (layout,) = layouts.values()
+        for name, value in getattr(layout, "key", ()):
             if name in by_name:
                 env[by_name[name]] = int(value)
                 source[name] = "the explained step"
@@ -211,9 +213,8 @@ def timeline(graph: Any) -> Timeline:
     fw_pos = {}
     for i, line in enumerate(fw):
         fw_pos.setdefault(line.name, i)
-    member_group = {m: g.id for g in saved.groups for m in g.members}
     last_read: dict[int, int] = {}
-    alias: dict[str, set[int]] = {m: {gid} for m, gid in member_group.items()}
+    alias: dict[str, set[int]] = {m: {g.id} for g in saved.groups for m in g.members}
     for j, line in enumerate(bw):
         groups = set().union(*(alias.get(r, set()) for r in line.reads))
         for gid in groups:
@@ -251,13 +252,15 @@ def timeline(graph: Any) -> Timeline:
 # The figure
 
 
+def _panel_heights(report: Any) -> list[float]:
+    """Inches of each panel: the graphs' (a message when there is none), then the slots'."""
+    graphs = [_PLAN_IN if g.plan is not None else _FALLBACK_IN for g in report.graphs[:MAX_GRAPHS]]
+    return (graphs or [_FALLBACK_IN]) + [_SLOTS_BASE_IN + _SLOT_IN * max(1, len(report.slots))]
+
+
 def figure_size(report: Any) -> tuple[float, float]:
     """The figure's (width, height) in inches; at ``dpi`` the PNG is that times ``dpi`` pixels."""
-    h = sum(_PLAN_IN if g.plan is not None else _FALLBACK_IN for g in report.graphs[:MAX_GRAPHS])
-    if not report.graphs:
-        h += _FALLBACK_IN
-    h += _SLOTS_BASE_IN + _SLOT_IN * max(1, len(report.slots))
-    return _WIDTH_IN, h
+    return _WIDTH_IN, sum(_panel_heights(report))
 
 
 def plot_report(report: Any, path: str, *, dpi: int = 100) -> str:
@@ -281,9 +284,9 @@ def build_figure(report: Any, *, dpi: int = 100) -> Any:
     fig = Figure(figsize=(width, height), dpi=dpi, layout="constrained")
     FigureCanvasAgg(fig)
     graphs = list(report.graphs[:MAX_GRAPHS])
-    ratios = [_PLAN_IN if g.plan is not None else _FALLBACK_IN for g in graphs] or [_FALLBACK_IN]
-    ratios.append(_SLOTS_BASE_IN + _SLOT_IN * max(1, len(report.slots)))
-    axes = fig.subplots(len(ratios), 1, gridspec_kw={"height_ratios": ratios}, squeeze=False)[:, 0]
+    heights = _panel_heights(report)
+    axes = fig.subplots(len(heights), 1, gridspec_kw={"height_ratios": heights},
+                        squeeze=False)[:, 0]
     if not graphs:
         _message(axes[0], "no graph was compiled with fxslots in the explained step")
     for i, (ax, g) in enumerate(zip(axes, graphs)):
@@ -340,7 +343,8 @@ def _draw_plan(ax: Any, g: Any, title: str) -> None:
                                facecolor=COLORS[b.kind], edgecolor="black", linewidth=0.6,
                                alpha=0.85, hatch=None if b.read else "//"))
         if b.nbytes >= 0.045 * top and (b.end + 1 - b.start) >= 0.06 * max(t.length, 1):
-            label = f"g{b.group} " + ", ".join(b.members[:2]) + (" …" if len(b.members) > 2 else "")
+            more = " …" if len(b.members) > 2 else ""
+            label = f"g{b.group} " + ", ".join(b.members[:2]) + more
             ax.text(b.start + 0.5, b.offset + b.nbytes / 2, label, fontsize=7, va="center",
                     ha="left", clip_on=True)
     cap_line = ax.axhline(t.capacity, color="crimson", linewidth=1.4, linestyle="--")

@@ -91,7 +91,7 @@ def test_bad_command_lines_exit_2_with_one_line(args, message):
 @pytest.mark.parametrize("args,message", BAD_COMMAND_LINES)
 def test_bad_command_lines_in_process(args, message, capsys):
     try:
-        rc = cli.main(["explain", *args])
+        rc = cli.main(["explain", *args, "--device", "cpu"])
     except SystemExit as e:  # argparse's own errors
         rc = e.code
     out = capsys.readouterr()

@@ -385,12 +385,18 @@ def test_chart_orders_cases_draws_values_and_marks_failures():
     def marks(ax):
         return [t.get_text() for t in ax.texts if t.get_text() in ("failed", "n/a")]
 
+    # A field that every row shares (bench.py writes "torch" in each) goes in the title.
+    shared = [{**r, "torch": "2.11.0+cu128"} for r in ROWS]
+    title = chart.build_figure(shared, {}).legends[0].get_title().get_text()
+    assert title == "fxslots benchmarks (torch 2.11.0+cu128)"
+
     step = by_title["launch-bound: step time (ms)"]
     assert bars(step) == sorted([1.3, 3.96, 1.42, 3.1, 14.2, 11.9])
     assert marks(step) == ["failed"]
     assert bars(by_title["heavy: peak memory (GiB)"]) == [1.94]
     assert marks(by_title["heavy: peak memory (GiB)"]) == ["n/a"]
-    notes = [t.get_text() for ax in fig.axes for t in ax.texts if t.get_text().startswith("failed:")]
+    notes = [t.get_text() for ax in fig.axes for t in ax.texts
+             if t.get_text().startswith("failed:")]
     assert notes == ["failed: launch-bound / 1f1b / reduce-overhead: RuntimeError: accessing "
                      "tensor output of CUDAGraphs that has been overwritten"]
 
