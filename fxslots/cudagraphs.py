@@ -136,6 +136,8 @@ class GraphExecutor:
             offset += -(-span * t.element_size() // self.options.alignment) * self.options.alignment
         buf = getattr(ring, "bw_staging", None)
         if buf is None or buf.numel() < offset:
+            ring.bw_staging = buf = None
+            ring.forget_graphs(None, "backward")
             ring.bw_staging = buf = torch.empty(max(offset, 1), dtype=torch.uint8,
                                                 device=variant.device)
             ring.bw_staging_generation = getattr(ring, "bw_staging_generation", 0) + 1
@@ -155,6 +157,12 @@ class GraphExecutor:
             return gm(*gargs)
         cap.graph.replay()
         return self._outputs(cap, alias, variant.device)
+
+    def forget(self, slot_index: int | None, direction: str | None = None) -> None:
+        """The slot's arena (or, for backward, the staging buffer) moved: free those graphs."""
+        for k in [k for k in self.graphs if (slot_index is None or k[1] == slot_index)
+                  and (direction is None or k[0] == direction)]:
+            del self.graphs[k]
 
     def _drop_stale(self, key: tuple) -> None:
         """Graphs of this slot captured before its arena (or the staging buffer) moved can
@@ -204,7 +212,10 @@ class GraphExecutor:
     def _outputs(self, cap: _Captured, alias: Any, device: torch.device) -> list[Any]:
         result = [o.value for o in cap.outs]
         pool = [(j, o.value) for j, o in enumerate(cap.outs) if o.kind == "pool"]
-        if pool:
+        if len(pool) == 1:
+            j, v = pool[0]
+            result[j] = v.clone()
+        elif pool:
             # One allocation and one multi-tensor copy for all outputs (gradients, mostly),
             # instead of a clone each: the caller owns them, the pool bytes are free again.
             copies = _empty_like_many([v for _, v in pool], device)

@@ -113,8 +113,17 @@ class SlotRing:
                 f"up front") from e
         slot.generation += 1
         self.grow_events += 1
+        self.forget_graphs(slot.index)
         log.info("%s: slot %d arena grows %d -> %d bytes for %s", self.name, slot.index, old,
                  nbytes, variant)
+
+    def forget_graphs(self, slot_index: int | None, direction: str | None = None) -> None:
+        """Memory a captured graph points at moved: every variant's graphs of it are stale."""
+        for ref in self.variants:
+            v = ref()
+            forget = getattr(getattr(v, "executor", None), "forget", None)
+            if forget is not None:
+                forget(slot_index, direction)
 
     def find(self, saved: torch.Tensor) -> Slot:
         """The slot whose current forward produced ``saved``."""
@@ -180,15 +189,39 @@ def layout_of(plan: ArenaPlan, env: dict[sympy.Symbol, int]) -> ViewLayout:
 
 
 def make_views(alias: Any, device: torch.device, geometry) -> list[torch.Tensor]:
-    """Tensors over ``alias`` with the given (dtype, element offset, shape, stride)."""
+    """Tensors over ``alias`` with the given (dtype, element offset, shape, stride).
+
+    Runs of equal dtype, shape and stride at evenly spaced offsets (a layer stack's saved
+    activations) are made by one as_strided and an unbind: this runs at every forward.
+    """
     bases: dict[torch.dtype, torch.Tensor] = {}
-    out = []
-    for dtype, off, shape, stride in geometry:
+    out: list[torch.Tensor] = []
+    for dtype, start, shape, stride, step, n in _runs(geometry):
         base = bases.get(dtype)
         if base is None:  # one typed tensor per dtype; as_strided is ~4x cheaper than set_
             base = bases[dtype] = torch.empty(0, dtype=dtype, device=device).set_(alias)
-        out.append(base.as_strided(shape, stride, off))
+        if n == 1:
+            out.append(base.as_strided(shape, stride, start))
+        else:
+            out.extend(base.as_strided((n, *shape), (step, *stride), start).unbind(0))
     return out
+
+
+def _runs(geometry):
+    """Group consecutive (dtype, offset, shape, stride) with a constant offset step."""
+    runs: list[list] = []
+    for dtype, off, shape, stride in geometry:
+        if runs:
+            r = runs[-1]
+            same = r[0] == dtype and r[2] == shape and r[3] == stride
+            if same and r[5] == 1 and off > r[1]:
+                r[4], r[5] = off - r[1], 2
+                continue
+            if same and r[5] > 1 and off == r[1] + r[4] * r[5]:
+                r[5] += 1
+                continue
+        runs.append([dtype, off, tuple(shape), tuple(stride), 0, 1])
+    return runs
 
 
 @dataclass
