@@ -28,15 +28,24 @@ from .runtime import Slot, Variant, make_views
 
 log = logging.getLogger(__name__)
 
-_POOLS: dict[int, Any] = {}
+_POOLS: dict[int, tuple[Any, torch.cuda.CUDAGraph]] = {}
 
 
 def shared_pool(device: torch.device) -> Any:
-    """The one memory pool every fxslots graph on ``device`` is captured into."""
+    """The one memory pool every fxslots graph on ``device`` is captured into.
+
+    A tiny graph captured into it stays alive with it: the allocator frees a private pool when
+    its last graph dies, and a handle used after that trips an internal assert. fxslots deletes
+    graphs whose arena moved, which can be all of them at once.
+    """
     index = device.index if device.index is not None else torch.cuda.current_device()
     if index not in _POOLS:
-        _POOLS[index] = torch.cuda.graph_pool_handle()
-    return _POOLS[index]
+        handle = torch.cuda.graph_pool_handle()
+        keeper = torch.cuda.CUDAGraph()
+        with torch.cuda.device(index), torch.cuda.graph(keeper, pool=handle):
+            torch.zeros(1, device=f"cuda:{index}").add_(1)
+        _POOLS[index] = (handle, keeper)
+    return _POOLS[index][0]
 
 
 class _NodeTracker(fx.Interpreter):

@@ -8,6 +8,7 @@ saved tensors, gives it back. The same code runs on CPU and CUDA: only the execu
 
 from __future__ import annotations
 
+import gc
 import itertools
 import logging
 import warnings
@@ -89,6 +90,11 @@ class SlotRing:
 
     def _free_slot(self, variant: str) -> Slot:
         free = [s for s in self.slots if not s.pending()]
+        if not free:
+            # A dropped autograd graph can sit in a reference cycle (AOTAutograd's double
+            # backward keeps one) until the collector runs: collect once before refusing.
+            gc.collect()
+            free = [s for s in self.slots if not s.pending()]
         if not free:
             held = ", ".join(f"slot {s.index}: microbatch {s.microbatch} ({s.variant})"
                              for s in self.slots)

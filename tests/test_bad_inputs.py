@@ -7,7 +7,6 @@ need a GPU: see tests/test_cuda_reliability.py::test_mixed_devices_*.
 
 from __future__ import annotations
 
-import copy
 import gc
 import warnings
 
@@ -513,4 +512,3 @@ def test_fallback_graph_still_trains():
         o.sum().backward()
     run_fb(eager, [batch(seed=i) for i in range(2)], [0, 1])
     assert_same_grads(model, eager)
-    gc.collect()

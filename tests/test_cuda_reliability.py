@@ -176,6 +176,8 @@ def test_out_of_memory_while_growing_an_arena():
         _step(c, x)
         _step(eager, x)
     margin = 192 * 2**20
+    gc.collect()
+    torch.cuda.empty_cache()  # cached free blocks would let the arena grow without the driver
     free, _ = torch.cuda.mem_get_info()
     hog = torch.empty(max(free - margin, 0), dtype=torch.uint8, device="cuda")
     try:
