@@ -171,6 +171,7 @@ def main():
     ap.add_argument("--schedules", default=",".join(SCHEDULES))
     ap.add_argument("--backends", default=",".join(BACKENDS))
     ap.add_argument("--out", default=None)
+    ap.add_argument("--png", default=None, help="also draw the results as a chart")
     ap.add_argument("--case", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.case:
@@ -197,6 +198,11 @@ def main():
     print()
     print(table(rows))
     print(f"\nwrote {out}")
+    if args.png:
+        from chart import render
+
+        render(out, args.png)
+        print(f"wrote {args.png}")
 
 
 def _fmt(r):

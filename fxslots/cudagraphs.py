@@ -73,6 +73,7 @@ class _Captured:
     static: tuple[tuple[int, int], ...]  # (argument, data_ptr) of inputs not staged by fxslots
     stage: tuple[tuple[int, torch.Tensor], ...]  # (argument, where replays copy it to)
     outs: list[_Out]
+    writeback: tuple[tuple[int, torch.Tensor], ...] = ()  # staged inputs the graph mutates
 
 
 class GraphExecutor:
@@ -84,6 +85,7 @@ class GraphExecutor:
         self.warm: set[str] = set()
         self.uncaptured: set[tuple] = set()
         self._tangents: list[int] | None = None
+        self._mutated: set[int] | None = None  # forward inputs the graph writes in place
 
     def forward(self, variant: Variant, slot: Slot | None, args: list[Any], layout, alias) -> Any:
         if slot is None:  # nothing to save and nothing to stage: no graph needed
@@ -93,14 +95,18 @@ class GraphExecutor:
         if cap is not None and self._replay(cap, args, slot):
             return self._outputs(cap, alias, variant.device)
         staged = _staged_indices(variant)
+        if self._mutated is None:
+            self._mutated = _mutated_inputs(variant.forward_graph)
         views = make_views(alias, variant.device, layout.views)
         stage = make_views(alias, variant.device, layout.staging)
         gargs = list(args)
         for i, view in zip(staged, stage, strict=True):
             view.copy_(args[i])
             gargs[i] = view
-        return self._first_runs(variant, slot, key, variant.forward_graph, gargs + views,
-                                tuple(zip(staged, stage, strict=True)), len(args), alias)
+        out = self._first_runs(variant, slot, key, variant.forward_graph, gargs + views,
+                               tuple(zip(staged, stage, strict=True)), len(args), alias)
+        _write_back(args, [(i, gargs[i]) for i in staged if i in self._mutated])
+        return out
 
     def backward(self, variant: Variant, slot: Slot | None, args: list[Any]) -> Any:
         if slot is None:
@@ -132,6 +138,7 @@ class GraphExecutor:
         for i, dst in cap.stage:
             dst.copy_(args[i])
         cap.graph.replay()
+        _write_back(args, cap.writeback)
         return True
 
     def _staging(self, variant: Variant, tangents: list[torch.Tensor]):
@@ -212,8 +219,10 @@ class GraphExecutor:
         static = tuple((i, a.data_ptr()) for i, a in enumerate(gargs[:nargs])
                        if isinstance(a, torch.Tensor) and i not in staged)
         staging = getattr(variant.ring, "bw_staging", None)
+        mutated = self._mutated if direction == "forward" else set()
         cap = _Captured(graph, static, stage,
-                        _describe_outputs(outs, gargs, slot, direction, staging))
+                        _describe_outputs(outs, gargs, slot, direction, staging),
+                        tuple((i, dst) for i, dst in stage if i in mutated))
         del outs  # pool outputs die here; their bytes may serve later captures as scratch
         self.graphs[key] = cap
         return cap
@@ -251,6 +260,27 @@ def _empty_like_many(tensors: list[torch.Tensor], device: torch.device) -> list[
         offset += span * item
     buf = torch.empty(max(offset, 1), dtype=torch.uint8, device=device)
     return make_views(buf.untyped_storage(), device, geometry)
+
+
+def _mutated_inputs(gm: fx.GraphModule) -> set[int]:
+    """Placeholders the graph writes in place (AOTAutograd keeps some input mutations, such
+    as ``x.mul_(2)`` on an input, inside the graph as ``copy_(x, ...)``)."""
+    order = {p: i for i, p in enumerate(gm.graph.find_nodes(op="placeholder"))}
+    out = set()
+    for n in gm.graph.nodes:
+        schema = getattr(n.target, "_schema", None)
+        if schema is None or not n.args:
+            continue
+        for arg, value in zip(schema.arguments, n.args):
+            if arg.alias_info is not None and arg.alias_info.is_write and value in order:
+                out.add(order[value])
+    return out
+
+
+def _write_back(args: list[Any], pairs) -> None:
+    """A staged input the graph mutated: the caller's tensor must see the mutation."""
+    for i, staged in pairs:
+        args[i].copy_(staged)
 
 
 def _staged_indices(variant: Variant) -> list[int]:

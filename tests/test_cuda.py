@@ -160,3 +160,28 @@ def test_debug_mode_poisons_released_arenas():
 def test_cudagraphs_off_runs_eagerly_and_matches():
     train_both([schedule_ffbb(4)], options={"cudagraphs": False}, steps=1)
     assert backend.counters["captures"] == 0
+
+
+class _MutatesInput(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(64, 64)
+
+    def forward(self, x):
+        x.mul_(2)  # AOTAutograd keeps this in the graph as copy_(x, ...): x is staged
+        return self.lin(x).tanh()
+
+
+def test_in_place_input_mutation_reaches_the_caller_under_replay():
+    torch.manual_seed(0)
+    eager = _MutatesInput().cuda()
+    ours = _MutatesInput().cuda()
+    ours.load_state_dict(eager.state_dict())
+    f = torch.compile(ours, backend="fxslots", options={"slots": 2})
+    for i in range(4):  # warm-up, capture, replays
+        x = torch.randn(8, 64, device="cuda")
+        xe, xo = x.clone(), x.clone()
+        eager(xe).sum().backward()
+        f(xo).sum().backward()
+        assert torch.equal(xo, xe), f"call {i}: the caller's tensor lost the mutation"
+    _compare(eager, ours, torch.float32)

@@ -1,0 +1,108 @@
+"""The backend as users meet it: the entry point, options, logging, shared arenas."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import fxslots
+from fxslots import backend
+from examples.models import MLP
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_backend_is_found_through_the_entry_point_without_importing_fxslots():
+    code = ("import sys, torch\n"
+            "m = torch.compile(torch.nn.Linear(4, 4), backend='fxslots', options={'slots': 1})\n"
+            "m(torch.randn(3, 4)).sum().backward()\n"
+            "print('ok', 'fxslots' in sys.modules)\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       cwd="/", timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.strip() == "ok True"
+
+
+def test_importing_fxslots_registers_nothing():
+    from torch._dynamo.backends import registry
+
+    assert "fxslots" not in getattr(registry, "_COMPILER_FNS", {}) or \
+        registry._COMPILER_FNS["fxslots"].__module__ == "fxslots.backend"
+    src = open(os.path.join(ROOT, "fxslots", "__init__.py")).read()
+    assert "register_backend" not in src
+
+
+@pytest.mark.parametrize("options,match", [
+    ({"slot": 2}, r"unknown option\(s\) \['slot'\]; valid options are \['slots'"),
+    ({"slots": "2"}, "option 'slots' must be int, got str '2'"),
+    ({"slots": True}, "option 'slots' must be int, got bool"),
+    ({"slots": 0}, "'slots' must be >= 1"),
+    ({"alignment": 100}, "power of two"),
+    ({"partitioner": "greedy"}, r"'partitioner' must be one of \['default', 'min_cut'\]"),
+    ({"on_capture_failure": "ignore"}, "'raise' or 'eager'"),
+])
+def test_bad_options_name_the_key_and_the_valid_values(options, match):
+    with pytest.raises(fxslots.OptionsError, match=match):
+        fxslots.Options.parse(options)
+    m = torch.compile(torch.nn.Linear(4, 4), backend="fxslots", options=options)
+    with pytest.raises(Exception, match=match) as info:
+        m(torch.randn(2, 4))
+    # Dynamo wraps backend errors; the cause is ours, raised before anything ran.
+    inner = getattr(info.value, "inner_exception", None) or info.value.__cause__ or info.value
+    assert isinstance(inner, fxslots.OptionsError)
+
+
+def test_each_pass_logs_one_line(caplog):
+    with caplog.at_level(logging.INFO, logger="fxslots"):
+        m = torch.compile(MLP(), backend="fxslots", options={"slots": 1})
+        m(torch.randn(4, 16)).sum().backward()
+    passes = [r.getMessage().split(":")[0] for r in caplog.records
+              if r.name == "fxslots.passes"]
+    assert passes == ["collect_saved", "plan_arena", "rewrite_forward", "verify_forward"]
+
+
+def test_torch_logs_enables_fxslots_logging():
+    code = ("import torch\n"
+            "m = torch.compile(torch.nn.Linear(4, 4), backend='fxslots')\n"
+            "m(torch.randn(3, 4)).sum().backward()\n")
+    env = dict(os.environ, TORCH_LOGS="+fxslots")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "plan_arena:" in p.stderr and "graph before" in p.stderr
+
+
+def test_variants_share_one_ring_sized_by_the_largest(caplog):
+    m = torch.compile(MLP(), backend="fxslots", options={"slots": 2})
+    with caplog.at_level(logging.INFO, logger="fxslots"):
+        for rows in (4, 16, 8):  # a bigger variant grows the arenas; a smaller one reuses them
+            outs = [m(torch.randn(rows, 16)), m(torch.randn(rows, 16))]
+            for o in outs:
+                o.sum().backward()
+    (ring,) = [r for r in backend._rings.values() if r.slots]
+    assert len(ring.slots) == 2
+    largest = max(lay.nbytes for ref in ring.variants for lay in ref().layouts.values())
+    assert [s.nbytes for s in ring.slots] == [largest, largest]
+    grows = [r for r in caplog.records if "arena grows" in r.getMessage()]
+    assert 2 <= len(grows) <= 4  # each slot grows at most once per bigger variant
+
+
+def test_explain_report_has_graphs_plan_and_totals():
+    text = str(fxslots.explain(MLP(), torch.randn(4, 16), slots=2))
+    for part in ("----- forward (rewritten) -----", "----- backward -----", "----- plan -----",
+                 "arena bytes per slot:", "bytes copied per forward:", "copy-free"):
+        assert part in text
+
+
+def test_inference_graphs_run_without_slots():
+    m = torch.compile(MLP(), backend="fxslots", options={"slots": 1})
+    with torch.no_grad():
+        for _ in range(3):  # more forwards than slots: inference takes none
+            m(torch.randn(4, 16))
+    assert backend.counters["inference_graphs"] >= 1
+    assert all(not r.slots for r in backend._rings.values())
