@@ -79,6 +79,20 @@ class GPT(nn.Module):
         return self.head(self.ln(x))
 
 
+class SplitViews(nn.Module):
+    """Saved tensors that view one storage: two chunks, a transpose of one, an expand. With the
+    default partitioner all four are saved, and fxslots places them as one group."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(8, 16))
+
+    def forward(self, x):
+        h = x @ self.w
+        a, b = h.chunk(2, dim=-1)
+        return (a * b).sum() + (b.t() @ a[:1].expand(4, 8)).sum()
+
+
 def mlp() -> nn.Module:
     """Factory for the command line: ``python -m fxslots explain examples.models:mlp``."""
     return MLP()

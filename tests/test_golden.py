@@ -9,7 +9,7 @@ import torch
 from expecttest import assert_expected_inline
 
 import fxslots
-from examples.models import MLP, Attention
+from examples.models import MLP, Attention, SplitViews as Aliasing
 from tests.helpers import assert_same, run, schedule_ffbb
 
 
@@ -25,20 +25,6 @@ def check_numerics(model, inputs, dynamic=None, **options):
 
 def explain(model, x, **kw):
     return str(fxslots.explain(model, x, **kw))
-
-
-class Aliasing(torch.nn.Module):
-    """Saved tensors that view one storage: two slices, a transpose of one, an expand."""
-
-    def __init__(self):
-        super().__init__()
-        self.w = torch.nn.Parameter(torch.randn(8, 16))
-
-    def forward(self, x):
-        h = x @ self.w
-        a, b = h.chunk(2, dim=-1)
-        e = a[:1].expand(4, 8)
-        return (a * b).sum() + (b.t() @ e).sum()
 
 
 class InPlaceInput(torch.nn.Module):
@@ -281,22 +267,22 @@ def forward(
     split = aten.split.Tensor(mm, 8, -1)
     getitem: f32[4, 8] = getitem(split, 0)
     getitem_1: f32[4, 8] = getitem(split, 1)
-    slice_1: f32[1, 8] = aten.slice.Tensor(getitem, 0, 0, 1)
-    expand: f32[4, 8] = aten.expand(slice_1, [4, 8])
     mul: f32[4, 8] = aten.mul.Tensor(getitem, getitem_1)
     sum_1: f32[] = aten.sum(mul)
     t: f32[8, 4] = aten.t(getitem_1)
+    slice_1: f32[1, 8] = aten.slice.Tensor(getitem, 0, 0, 1)
+    expand: f32[4, 8] = aten.expand(slice_1, [4, 8])
     mm_1: f32[8, 8] = aten.mm(t, expand)
     sum_2: f32[] = aten.sum(mm_1)
     add: f32[] = aten.add.Tensor(sum_1, sum_2)
-    return [add, primals_2, getitem, getitem_1, expand, t]
+    return [add, primals_2, getitem, getitem_1, t, expand]
 ----- backward -----
 def backward(
     primals_2: f32[4, 8],
     getitem: f32[4, 8],  # read from slot: group 1 at byte 0
     getitem_1: f32[4, 8],  # read from slot: group 1 at byte 32
-    expand: f32[4, 8],  # read from slot: group 1 at byte 0
     t: f32[8, 4],  # read from slot: group 1 at byte 32
+    expand: f32[4, 8],  # read from slot: group 1 at byte 0
     tangents_1: f32[],
 ):
     expand_1: f32[8, 8] = aten.expand(tangents_1, [8, 8])
@@ -304,15 +290,15 @@ def backward(
     mm_2: f32[4, 8] = aten.mm(t_1, expand_1)
     t_2: f32[8, 4] = aten.t(expand)
     mm_3: f32[8, 4] = aten.mm(expand_1, t_2)
+    sum_3: f32[1, 8] = aten.sum.dim_IntList(mm_2, [0], True)
+    slice_backward: f32[4, 8] = aten.slice_backward(sum_3, [4, 8], 0, 0, 1, 1)
     t_3: f32[4, 8] = aten.t(mm_3)
     expand_2: f32[4, 8] = aten.expand(tangents_1, [4, 8])
     mul_1: f32[4, 8] = aten.mul.Tensor(expand_2, getitem)
     mul_2: f32[4, 8] = aten.mul.Tensor(expand_2, getitem_1)
-    add_1: f32[4, 8] = aten.add.Tensor(t_3, mul_1)
-    sum_3: f32[1, 8] = aten.sum.dim_IntList(mm_2, [0], True)
-    slice_backward: f32[4, 8] = aten.slice_backward(sum_3, [4, 8], 0, 0, 1, 1)
-    add_2: f32[4, 8] = aten.add.Tensor(mul_2, slice_backward)
-    cat: f32[4, 16] = aten.cat([add_2, add_1], 1)
+    add_1: f32[4, 8] = aten.add.Tensor(slice_backward, mul_2)
+    add_2: f32[4, 8] = aten.add.Tensor(t_3, mul_1)
+    cat: f32[4, 16] = aten.cat([add_1, add_2], 1)
     t_4: f32[8, 4] = aten.t(primals_2)
     mm_4: f32[8, 16] = aten.mm(t_4, cat)
     return [mm_4, None]
@@ -322,8 +308,8 @@ tensor     shape      stride   bytes  group  offset  write
 primals_2  f32[4, 8]  [8, 1]   128    g0     -       no slot
 getitem    f32[4, 8]  [16, 1]  224    g1     0       copy-free
 getitem_1  f32[4, 8]  [16, 1]  224    g1     32      copy-free
-expand     f32[4, 8]  [0, 1]   32     g1     0       copy-free
 t          f32[8, 4]  [1, 16]  224    g1     32      copy-free
+expand     f32[4, 8]  [0, 1]   32     g1     0       copy-free
 
 groups:
   g0: no slot   offset 0, 128 bytes  (user input: the caller owns it)
@@ -339,8 +325,8 @@ tensor     shape      stride   bytes  group  offset  write
 primals_2  f32[4, 8]  [8, 1]   128    g0     -       no slot
 getitem    f32[4, 8]  [16, 1]  224    g1     0       copied (alias of mm)
 getitem_1  f32[4, 8]  [16, 1]  224    g1     32      copied (alias of mm)
-expand     f32[4, 8]  [0, 1]   32     g1     0       copied (alias of mm)
 t          f32[8, 4]  [1, 16]  224    g1     32      copied (alias of mm)
+expand     f32[4, 8]  [0, 1]   32     g1     0       copied (alias of mm)
 
 groups:
   g0: no slot   offset 0, 128 bytes  (user input: the caller owns it)

@@ -31,17 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 
-class SplitViews(torch.nn.Module):
-    """Saved tensors that view one storage (two chunks, a transpose, an expand): one group."""
-
-    def __init__(self):
-        super().__init__()
-        self.w = torch.nn.Parameter(torch.randn(8, 16))
-
-    def forward(self, x):
-        h = x @ self.w
-        a, b = h.chunk(2, dim=-1)
-        return (a * b).sum() + (b.t() @ a[:1].expand(4, 8)).sum()
+from examples.models import SplitViews  # noqa: E402
 
 
 # The golden-test models (examples.models factories, and views of one storage), with inputs.
