@@ -113,42 +113,26 @@ class _Compiler:
         return boxed(lambda args: gm(*args))
 
     def compile_forward(self, fw: fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
+        """collect -> plan -> rewrite -> verify; or fall back, with the reason, to no slots."""
         assert self.num_fwd_outputs is not None and self.bw_module is not None
         before = format_graph(fw)
         static = self.static_inputs or _torch.tracing_static_input_indices()
         saved = observe("collect_saved", collect_saved, fw, self.bw_module, self.num_fwd_outputs,
-                        static,
-                        summary=lambda s: f"{len(s.tensors)} saved tensors in "
-                                          f"{len(s.groups)} storage groups")
-        reason = unplaceable_reason(saved) or _device_reason(saved)
-        binder = SymbolBinder(list(fw.graph.find_nodes(op="placeholder")))
+                        static, summary=lambda s: f"{len(s.tensors)} saved tensors in "
+                                                  f"{len(s.groups)} storage groups")
         device = _device_of(saved, example_inputs)
         graphs = device.type == "cuda" and self.options.cudagraphs is not False
-        if reason is None:
-            staged = collect_inputs(fw, static) if graphs else ()
-            plan = observe("plan_arena", plan_arena, saved, alignment=self.options.alignment,
-                           copy_free=self.options.copy_free, staged_inputs=staged,
-                           summary=_plan_summary)
-            missing = binder.missing([plan.capacity] + [
-                e for v in (*plan.views, *plan.staging)
-                for e in (v.storage_offset, *v.shape, *v.stride)])
-            if missing:
-                reason = (f"shape symbols {sorted(map(str, missing))} cannot be read from the "
-                          f"graph's inputs at run time")
-        if reason is not None:
-            counters["fallbacks"] += 1
-            warn_fallback(reason, self.options.strict)
-            self.record = _record(CompiledGraphs(None, saved, None, before, before,
-                                                 fallback=reason))
-            return boxed(lambda args: fw(*args))
+        binder = SymbolBinder(list(fw.graph.find_nodes(op="placeholder")))
+        plan, reason = self._plan(fw, saved, static, graphs, binder)
+        if plan is None:
+            return self._fall_back(fw, saved, before, reason)
         observe("rewrite_forward", rewrite_forward, fw, saved, plan, self.num_fwd_outputs,
                 graph=fw, summary=lambda n: f"{n} nodes changed or added")
         observe("verify_forward", verify_forward, fw, saved, plan, self.num_fwd_outputs,
                 summary=lambda n: f"{n} postconditions hold")
-        self.variant = Variant(
-            name=f"v{len(self.ring.variants)}",
-            ring=self.ring, device=device, plan=plan, binder=binder, forward_graph=fw,
-            executor=_executor(self.options, graphs))
+        self.variant = Variant(name=f"v{len(self.ring.variants)}", ring=self.ring, device=device,
+                               plan=plan, binder=binder, forward_graph=fw,
+                               executor=_executor(self.options, graphs))
         self.ring.variants.append(weakref.ref(self.variant))
         self.slotted_saved = {t.name for t in saved.tensors
                               if plan.placement(t.group).write is not Write.NONE}
@@ -156,6 +140,28 @@ class _Compiler:
         _torch.trace_artifact("fxslots_plan", lambda: _plan_json(saved, plan), "json")
         _torch.trace_artifact("fxslots_forward", lambda: self.record.forward_after)
         return boxed(self.variant.forward)
+
+    def _plan(self, fw, saved, static, graphs, binder) -> tuple[ArenaPlan | None, str | None]:
+        reason = unplaceable_reason(saved) or _device_reason(saved)
+        if reason is not None:
+            return None, reason
+        staged = collect_inputs(fw, static) if graphs else ()
+        plan = observe("plan_arena", plan_arena, saved, alignment=self.options.alignment,
+                       copy_free=self.options.copy_free, staged_inputs=staged,
+                       summary=_plan_summary)
+        missing = binder.missing([plan.capacity] + [
+            e for v in (*plan.views, *plan.staging) for e in (v.storage_offset, *v.shape, *v.stride)])
+        if missing:
+            return None, (f"shape symbols {sorted(map(str, missing))} cannot be read from the "
+                          f"graph's inputs at run time")
+        return plan, None
+
+    def _fall_back(self, fw, saved, before, reason) -> Callable[..., Any]:
+        counters["fallbacks"] += 1
+        warn_fallback(reason, self.options.strict)
+        self.record = _record(CompiledGraphs(None, saved, None, before, before, fallback=reason))
+        _torch.trace_artifact("fxslots_forward", lambda: f"runs without slots: {reason}\n{before}")
+        return boxed(lambda args: fw(*args))
 
     def compile_backward(self, bw: fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
         if self.variant is not None:
