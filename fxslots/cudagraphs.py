@@ -198,6 +198,10 @@ class GraphExecutor:
                 outs = tracker.run(*gargs)
         except Exception as e:  # noqa: BLE001 - any failure to capture is reported the same way
             node = tracker.current
+            # Whatever the failed capture allocated must die now: the interpreter's values and
+            # every traceback frame that still points at them.
+            tracker.env = {}
+            _drop_frames(e)
             del graph
             torch.cuda.synchronize()
             counters["capture_failures"] += 1
@@ -260,6 +264,14 @@ def _empty_like_many(tensors: list[torch.Tensor], device: torch.device) -> list[
         offset += span * item
     buf = torch.empty(max(offset, 1), dtype=torch.uint8, device=device)
     return make_views(buf.untyped_storage(), device, geometry)
+
+
+def _drop_frames(e: BaseException | None) -> None:
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        e.__traceback__ = None
+        e = e.__cause__ or e.__context__
 
 
 def _mutated_inputs(gm: fx.GraphModule) -> set[int]:
