@@ -142,21 +142,20 @@ class GraphExecutor:
         return True
 
     def _staging(self, variant: Variant, tangents: list[torch.Tensor]):
-        """Views of the ring's backward staging buffer, one per tangent. Backward replays run
-        one at a time and consume their tangents, so one buffer serves every variant and slot."""
+        """Views of the ring's backward staging buffer, one per tangent."""
         ring = variant.ring
         geometry, offset = [], 0
         for t in tangents:
             span = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True))
             geometry.append((t.dtype, offset // t.element_size(), tuple(t.shape), t.stride()))
             offset += -(-span * t.element_size() // self.options.alignment) * self.options.alignment
-        buf = getattr(ring, "bw_staging", None)
+        buf = ring.bw_staging
         if buf is None or buf.numel() < offset:
             ring.bw_staging = buf = None
             ring.forget_graphs(None, "backward")
             ring.bw_staging = buf = torch.empty(max(offset, 1), dtype=torch.uint8,
                                                 device=variant.device)
-            ring.bw_staging_generation = getattr(ring, "bw_staging_generation", 0) + 1
+            ring.bw_staging_generation += 1
         return (make_views(buf.untyped_storage(), variant.device, geometry),
                 ring.bw_staging_generation)
 
@@ -222,7 +221,7 @@ class GraphExecutor:
         staged = {i for i, _ in stage}
         static = tuple((i, a.data_ptr()) for i, a in enumerate(gargs[:nargs])
                        if isinstance(a, torch.Tensor) and i not in staged)
-        staging = getattr(variant.ring, "bw_staging", None)
+        staging = variant.ring.bw_staging
         mutated = self._mutated if direction == "forward" else set()
         cap = _Captured(graph, static, stage,
                         _describe_outputs(outs, gargs, slot, direction, staging),

@@ -61,6 +61,10 @@ class SlotRing:
         self.variants: list[Any] = []  # weak references to the Variants compiled for the region
         self._microbatches = itertools.count()
         self.grow_events = 0
+        # CUDA graphs: where backward replays stage their tangents, shared by every variant
+        # and slot (backward replays run one at a time and consume their tangents).
+        self.bw_staging: torch.Tensor | None = None
+        self.bw_staging_generation = 0
 
     def acquire(self, nbytes: int, device: torch.device, variant: str) -> tuple[Slot, Any]:
         """A free slot whose arena holds ``nbytes``, and a fresh alias storage of that arena.
