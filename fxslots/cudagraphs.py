@@ -24,7 +24,7 @@ import torch.fx as fx
 from . import _torch
 from .errors import CaptureError
 from .options import Options
-from .runtime import Slot, Variant, make_views
+from .runtime import Slot, Variant, make_views, view_runs
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +75,11 @@ class _Captured:
     outs: list[_Out]
     writeback: tuple[tuple[int, torch.Tensor], ...] = ()  # staged inputs the graph mutates
 
+    def __post_init__(self) -> None:
+        # Saved outputs are rebuilt over each forward's alias: group them once, here.
+        self.slot_outs = [j for j, o in enumerate(self.outs) if o.kind == "slot"]
+        self.slot_runs = view_runs([self.outs[j].geometry for j in self.slot_outs])
+
 
 class GraphExecutor:
     """Replays captured CUDA graphs for one variant; captures on first use of each key."""
@@ -97,7 +102,7 @@ class GraphExecutor:
         staged = _staged_indices(variant)
         if self._mutated is None:
             self._mutated = _mutated_inputs(variant.forward_graph)
-        views = make_views(alias, variant.device, layout.views)
+        views = make_views(alias, variant.device, layout.views, layout.view_runs)
         stage = make_views(alias, variant.device, layout.staging)
         gargs = list(args)
         for i, view in zip(staged, stage, strict=True):
@@ -243,10 +248,9 @@ class GraphExecutor:
             _torch.foreach_copy_(copies, [v for _, v in pool])
             for (j, _), c in zip(pool, copies, strict=True):
                 result[j] = c
-        slot_outs = [(j, o.geometry) for j, o in enumerate(cap.outs) if o.kind == "slot"]
-        if slot_outs:
-            views = make_views(alias, device, [g for _, g in slot_outs])
-            for (j, _), v in zip(slot_outs, views, strict=True):
+        if cap.slot_outs:
+            views = make_views(alias, device, None, cap.slot_runs)
+            for j, v in zip(cap.slot_outs, views, strict=True):
                 result[j] = v
         return result
 

@@ -8,6 +8,7 @@ saved tensors, gives it back. The same code runs on CPU and CUDA: only the execu
 
 from __future__ import annotations
 
+import functools
 import gc
 import itertools
 import logging
@@ -162,6 +163,10 @@ class ViewLayout:
     views: tuple[tuple[torch.dtype, int, tuple[int, ...], tuple[int, ...]], ...]
     staging: tuple[tuple[torch.dtype, int, tuple[int, ...], tuple[int, ...]], ...] = ()
 
+    @functools.cached_property
+    def view_runs(self) -> tuple[tuple, ...]:
+        return view_runs(self.views)
+
 
 class SymbolBinder:
     """Reads the value of each shape symbol from a forward's runtime arguments."""
@@ -198,15 +203,16 @@ def layout_of(plan: ArenaPlan, env: dict[sympy.Symbol, int]) -> ViewLayout:
                       staging=geometry(plan.staging))
 
 
-def make_views(alias: Any, device: torch.device, geometry) -> list[torch.Tensor]:
+def make_views(alias: Any, device: torch.device, geometry, runs=None) -> list[torch.Tensor]:
     """Tensors over ``alias`` with the given (dtype, element offset, shape, stride).
 
     Runs of equal dtype, shape and stride at evenly spaced offsets (a layer stack's saved
     activations) are made by one as_strided and an unbind: this runs at every forward.
+    Pass ``runs=view_runs(geometry)`` when the geometry repeats, to skip regrouping.
     """
     bases: dict[torch.dtype, torch.Tensor] = {}
     out: list[torch.Tensor] = []
-    for dtype, start, shape, stride, step, n in _runs(geometry):
+    for dtype, start, shape, stride, step, n in runs if runs is not None else view_runs(geometry):
         base = bases.get(dtype)
         if base is None:  # one typed tensor per dtype; as_strided is ~4x cheaper than set_
             base = bases[dtype] = torch.empty(0, dtype=dtype, device=device).set_(alias)
@@ -217,7 +223,7 @@ def make_views(alias: Any, device: torch.device, geometry) -> list[torch.Tensor]
     return out
 
 
-def _runs(geometry):
+def view_runs(geometry) -> tuple[tuple, ...]:
     """Group consecutive (dtype, offset, shape, stride) with a constant offset step."""
     runs: list[list] = []
     for dtype, off, shape, stride in geometry:
@@ -231,7 +237,7 @@ def _runs(geometry):
                 r[5] += 1
                 continue
         runs.append([dtype, off, tuple(shape), tuple(stride), 0, 1])
-    return runs
+    return tuple(tuple(r) for r in runs)
 
 
 @dataclass
@@ -289,7 +295,8 @@ class EagerExecutor:
 
     def forward(self, variant: Variant, slot: Slot | None, args: list[Any],
                 layout: ViewLayout | None, alias: Any):
-        views = [] if layout is None else make_views(alias, variant.device, layout.views)
+        views = [] if layout is None else make_views(alias, variant.device, layout.views,
+                                                     layout.view_runs)
         return variant.forward_graph(*args, *views)
 
     def backward(self, variant: Variant, slot: Slot | None, args: list[Any]):

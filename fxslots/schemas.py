@@ -8,6 +8,7 @@ works on these types alone and never sees an FX graph.
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -212,7 +213,7 @@ class ArenaPlan:
             gap = sympy.simplify(b.offset - (a.offset + a.nbytes))
             assert not (gap.is_number and gap < 0), f"groups {a.group} and {b.group} overlap"
 
-    @property
+    @functools.cached_property
     def views(self) -> tuple[SlotView, ...]:
         """The views the forward graph takes as extra placeholders, in order."""
         return tuple(v for p in self.placements if p.write is not Write.STAGED for v in p.views)

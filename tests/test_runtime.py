@@ -1,0 +1,68 @@
+"""The slot ring and the view builder, driven directly (no torch.compile)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import fxslots
+from fxslots.options import Options
+from fxslots.runtime import SlotRing, make_views, view_runs
+
+
+def test_make_views_equals_one_set_per_view_with_runs_grouped():
+    arena = torch.arange(4096, dtype=torch.float32)
+    st = arena.untyped_storage()
+    geometry = [(torch.float32, 0, (2, 3), (3, 1)), (torch.float32, 16, (2, 3), (3, 1)),
+                (torch.float32, 32, (2, 3), (3, 1)), (torch.float32, 40, (3, 2), (1, 3)),
+                (torch.int64, 100, (4,), (1,)), (torch.float32, 48, (2, 3), (3, 1)),
+                (torch.float32, 64, (2, 3), (3, 1)), (torch.float32, 64, (0, 3), (3, 1))]
+    views = make_views(st, arena.device, geometry)
+    for (dtype, off, shape, stride), v in zip(geometry, views, strict=True):
+        ref = torch.empty(0, dtype=dtype).set_(st, off, shape, stride)
+        assert (v.dtype, tuple(v.shape), v.stride(), v.storage_offset()) == \
+            (dtype, shape, stride, off)
+        assert torch.equal(v, ref)
+        assert v.untyped_storage().data_ptr() == arena.data_ptr()
+    assert [r[5] for r in view_runs(geometry)] == [3, 1, 1, 2, 1]
+
+
+def test_ring_hands_out_free_slots_and_refuses_before_writing():
+    ring = SlotRing("r", Options(slots=2))
+    cpu = torch.device("cpu")
+    s0, a0 = ring.acquire(1024, cpu, "v0")
+    s1, a1 = ring.acquire(512, cpu, "v0")
+    assert {s0.index, s1.index} == {0, 1} and ring.pending() == 2
+    before = [s.arena.clone() for s in ring.slots]
+    with pytest.raises(fxslots.SlotsExhaustedError,
+                       match=r"all 2 are pending a backward .* raise the option 'slots' \(now 2\)"):
+        ring.acquire(16, cpu, "v1")
+    assert all(torch.equal(b, s.arena) for b, s in zip(before, ring.slots, strict=True))
+    view = torch.empty(0).set_(a1, 0, (4,), (1,))
+    assert ring.find(view) is s1
+    ring.release(s1)
+    assert ring.pending() == 1
+    del a0  # the only view of that forward's alias: the slot frees itself
+    assert ring.pending() == 0
+
+
+def test_arena_grows_for_a_bigger_variant_and_respects_the_limit():
+    ring = SlotRing("r", Options(slots=1, max_arena_bytes=4096))
+    cpu = torch.device("cpu")
+    slot, alias = ring.acquire(1024, cpu, "v0")
+    del alias
+    slot, alias = ring.acquire(2048, cpu, "v1")
+    assert slot.nbytes == 2048 and slot.generation == 2 and ring.grow_events == 2
+    del alias
+    with pytest.raises(fxslots.ArenaLimitError, match="needs 8192 arena bytes .* max_arena_bytes=4096"):
+        ring.acquire(8192, cpu, "v2")
+    assert ring.pending() == 0 and slot.nbytes == 2048
+
+
+def test_debug_release_poisons_the_arena():
+    ring = SlotRing("r", Options(slots=1, debug=True))
+    slot, alias = ring.acquire(64, torch.device("cpu"), "v0")
+    torch.empty(0).set_(alias, 0, (16,), (1,)).fill_(1.0)
+    ring.release(slot)
+    assert bool((slot.arena == 0xFF).all())
+    assert torch.isnan(slot.arena.view(torch.float32)).all()
