@@ -22,7 +22,7 @@ def reset() -> None:
 
     from . import backend
 
-    torch._dynamo.reset()
+    torch.compiler.reset()
     backend._rings.clear()
     backend.counters.clear()
 

@@ -23,7 +23,10 @@ from torch.multiprocessing.reductions import StorageWeakRef  # noqa: E402
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols  # noqa: E402,F401
 from torch.utils._sympy.value_ranges import bound_sympy  # noqa: E402
 
+OpOverload = torch._ops.OpOverload  # the type of ``torch.ops.aten.mm.default``
+
 __all__ = [
+    "OpOverload",
     "aot_autograd",
     "default_partition",
     "min_cut_rematerialization_partition",

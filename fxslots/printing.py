@@ -7,6 +7,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 
+from . import _torch
 from .passes.rewrite import SLOT_META
 from .schemas import ArenaPlan, SavedSet, SlotView, Write
 
@@ -27,7 +28,7 @@ def shape_str(dtype: torch.dtype, shape) -> str:
 
 def _target(node: fx.Node) -> str:
     t = node.target
-    if isinstance(t, torch._ops.OpOverload):
+    if isinstance(t, _torch.OpOverload):
         name = str(t)
         return name[: -len(".default")] if name.endswith(".default") else name
     return getattr(t, "__name__", str(t))

@@ -100,7 +100,7 @@ def explain(model: torch.nn.Module, *args: Any, dynamic: bool | None = None,
 
     Resets Dynamo's caches first, so the model is compiled afresh even if it ran before.
     """
-    torch._dynamo.reset()
+    torch.compiler.reset()
     compiled = torch.compile(model, backend="fxslots", options=options, dynamic=dynamic)
     with recording() as rec:
         out = compiled(*args)

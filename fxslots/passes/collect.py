@@ -74,7 +74,7 @@ def collect_inputs(fw: fx.GraphModule, static_input_indices: Sequence[int]) -> t
 
 def find_out_overload(target: Any) -> tuple[Any, str | None]:
     """The out= overload that computes what ``target`` computes, or (None, why not)."""
-    if not isinstance(target, torch._ops.OpOverload):
+    if not isinstance(target, _torch.OpOverload):
         return None, f"{getattr(target, '__name__', target)} is not an ATen operator"
     schema = target._schema
     if schema.is_mutable:
@@ -94,7 +94,7 @@ def find_out_overload(target: Any) -> tuple[Any, str | None]:
     return None, f"{packet} has no out= form with the arguments of {target}"
 
 
-def resolve_overload(qualname: str) -> torch._ops.OpOverload:
+def resolve_overload(qualname: str) -> _torch.OpOverload:
     """``"aten::mm.out"`` -> ``torch.ops.aten.mm.out``."""
     ns, rest = qualname.split("::")
     packet, _, overload = rest.partition(".")
