@@ -6,12 +6,10 @@ this is the only module to change.
 
 from __future__ import annotations
 
-import logging
 from typing import Any, Callable
 
 import torch
 
-log = logging.getLogger(__name__)
 
 # AOTAutograd and its partitioners.
 from torch._dynamo.backends.common import aot_autograd  # noqa: E402
@@ -20,8 +18,6 @@ from torch._functorch.partitioners import (  # noqa: E402
     min_cut_rematerialization_partition,
 )
 from torch.multiprocessing.reductions import StorageWeakRef  # noqa: E402
-from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols  # noqa: E402,F401
-from torch.utils._sympy.value_ranges import bound_sympy  # noqa: E402
 
 OpOverload = torch._ops.OpOverload  # the type of ``torch.ops.aten.mm.default``
 
@@ -31,7 +27,6 @@ __all__ = [
     "default_partition",
     "min_cut_rematerialization_partition",
     "StorageWeakRef",
-    "bound_sympy",
     "current_frame_id",
     "keep_graph",
     "storage_alias",
@@ -100,10 +95,6 @@ def trace_artifact(name: str, payload: Callable[[], str], encoding: str = "strin
         metadata_fn=lambda: {"name": name, "encoding": encoding},
         payload_fn=payload,
     )
-
-
-def graph_pool_handle():
-    return torch.cuda.graph_pool_handle()
 
 
 def tracing_static_input_indices() -> list[int]:
