@@ -27,7 +27,7 @@ from .passes import (
     unplaceable_reason,
     verify_forward,
 )
-from .policies import PARTITIONERS
+from .policies import PARTITIONERS, choose_offload
 from .printing import format_graph
 from .runtime import EagerExecutor, SlotRing, SymbolBinder, Variant, boxed, warn_fallback
 from .schemas import ArenaPlan, SavedSet, Write
@@ -148,9 +148,11 @@ class _Compiler:
         staged = collect_inputs(fw, static) if graphs else ()
         plan = observe("plan_arena", plan_arena, saved, alignment=self.options.alignment,
                        copy_free=self.options.copy_free, staged_inputs=staged,
+                       offload=choose_offload(self.options.offload, saved),
                        summary=_plan_summary)
         missing = binder.missing([plan.capacity] + [
-            e for v in (*plan.views, *plan.staging) for e in (v.storage_offset, *v.shape, *v.stride)])
+            e for v in (*plan.views, *plan.staging) for e in (v.storage_offset, *v.shape, *v.stride)]
+            + [plan.host_capacity])
         if missing:
             return None, (f"shape symbols {sorted(map(str, missing))} cannot be read from the "
                           f"graph's inputs at run time")
@@ -177,6 +179,9 @@ class _Compiler:
         names = [p.name for p in bw.graph.find_nodes(op="placeholder")]
         readable = [i for i, n in enumerate(names) if n in self.slotted_saved]
         variant.saved_arg_index = readable[0] if readable else None
+        variant.offloaded_args = [
+            [names.index(m) for m in self.record.saved.groups[p.group].members if m in names]
+            for p in variant.plan.placements if p.write is Write.OFFLOAD]
         log.info("compile_backward: %s reads %d saved tensors from its slot", variant.name,
                  len(readable))
         return boxed(variant.backward)

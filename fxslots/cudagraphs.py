@@ -24,7 +24,9 @@ import torch.fx as fx
 from . import _torch
 from .errors import CaptureError
 from .options import Options
-from .runtime import Slot, Variant, make_views, view_runs
+from .runtime import Slot, Variant, make_views, offloaded_spans, reload, slot_views, view_runs
+
+_CPU = torch.device("cpu")
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +64,8 @@ class _NodeTracker(fx.Interpreter):
 class _Out:
     """How to hand one graph output back after a replay."""
 
-    kind: str  # "const": the same object; "slot": a view over the slot; "pool": clone it
+    kind: str  # "const": the same object; "slot"/"host": a view over the slot's device/host
+    # arena, rebuilt over each forward's alias; "pool": copied out
     value: Any = None  # const: the value; pool: a non-owning view of the pool bytes
     geometry: tuple | None = None  # slot: (dtype, element offset, shape, stride)
 
@@ -79,6 +82,8 @@ class _Captured:
         # Saved outputs are rebuilt over each forward's alias: group them once, here.
         self.slot_outs = [j for j, o in enumerate(self.outs) if o.kind == "slot"]
         self.slot_runs = view_runs([self.outs[j].geometry for j in self.slot_outs])
+        self.host_outs = [j for j, o in enumerate(self.outs) if o.kind == "host"]
+        self.host_runs = view_runs([self.outs[j].geometry for j in self.host_outs])
 
 
 class GraphExecutor:
@@ -92,24 +97,25 @@ class GraphExecutor:
         self._tangents: list[int] | None = None
         self._mutated: set[int] | None = None  # forward inputs the graph writes in place
 
-    def forward(self, variant: Variant, slot: Slot | None, args: list[Any], layout, alias) -> Any:
+    def forward(self, variant: Variant, slot: Slot | None, args: list[Any], layout,
+                aliases) -> Any:
         if slot is None:  # nothing to save and nothing to stage: no graph needed
             return variant.forward_graph(*args)
         key = ("forward", slot.index, (slot.generation,), layout.key)
         cap = self.graphs.get(key)
         if cap is not None and self._replay(cap, args, slot):
-            return self._outputs(cap, alias, variant.device)
+            return self._outputs(cap, aliases, variant.device)
         staged = _staged_indices(variant)
         if self._mutated is None:
             self._mutated = _mutated_inputs(variant.forward_graph)
-        views = make_views(alias, variant.device, layout.views, layout.view_runs)
-        stage = make_views(alias, variant.device, layout.staging)
+        views = slot_views(variant, layout, aliases)
+        stage = make_views(aliases[0], variant.device, layout.staging)
         gargs = list(args)
         for i, view in zip(staged, stage, strict=True):
             view.copy_(args[i])
             gargs[i] = view
         out = self._first_runs(variant, slot, key, variant.forward_graph, gargs + views,
-                               tuple(zip(staged, stage, strict=True)), len(args), alias)
+                               tuple(zip(staged, stage, strict=True)), len(args), aliases)
         _write_back(args, [(i, gargs[i]) for i in staged if i in self._mutated])
         return out
 
@@ -119,18 +125,14 @@ class GraphExecutor:
         if self._tangents is None:
             self._tangents = _tangent_indices(variant)
         tangents = self._tangents
-        staging, generation = self._staging(variant, [args[i] for i in tangents])
+        gargs, generation = self._stage_backward(variant, args, tangents)
         key = ("backward", slot.index, (slot.generation, generation), slot.layout.key,
                tuple(tuple(args[i].shape) for i in tangents))
         cap = self.graphs.get(key)
-        if cap is not None and self._replay(cap, args, slot):
-            return self._outputs(cap, None, variant.device)
-        gargs = list(args)
-        for i, view in zip(tangents, staging, strict=True):
-            view.copy_(args[i])
-            gargs[i] = view
-        return self._first_runs(variant, slot, key, variant.backward_graph, gargs,
-                                tuple(zip(tangents, staging, strict=True)), len(args), None)
+        if cap is not None and self._replay(cap, gargs, slot):
+            return self._outputs(cap, (None, None), variant.device)
+        return self._first_runs(variant, slot, key, variant.backward_graph, gargs, (),
+                                len(gargs), (None, None))
 
     def _replay(self, cap: _Captured, args: list[Any], slot: Slot) -> bool:
         """Replay ``cap`` on ``args``; False (and nothing done) if an input moved since capture."""
@@ -146,14 +148,31 @@ class GraphExecutor:
         _write_back(args, cap.writeback)
         return True
 
-    def _staging(self, variant: Variant, tangents: list[torch.Tensor]):
-        """Views of the ring's backward staging buffer, one per tangent."""
+    def _stage_backward(self, variant: Variant, args: list[Any], tangents: list[int]):
+        """Backward arguments with tangents and reloaded (offloaded) groups copied into the
+        ring's staging buffer, at addresses that stay put from replay to replay."""
+        spans = offloaded_spans(variant, args)
+        geometry = [(args[i].dtype, tuple(args[i].shape), args[i].stride()) for i in tangents]
+        geometry += [(dtype, (n,), (1,)) for dtype, n in spans]
+        views, generation = self._staging(variant, geometry)
+        gargs = list(args)
+        for i, view in zip(tangents, views, strict=True):
+            view.copy_(args[i])
+            gargs[i] = view
+        flats = views[len(tangents):]
+        gargs = reload(variant, gargs, lambda n, dtype, g: flats[g])
+        return gargs, generation
+
+    def _staging(self, variant: Variant, shapes: list[tuple]):
+        """Views of the ring's backward staging buffer, one per (dtype, shape, stride)."""
         ring = variant.ring
         geometry, offset = [], 0
-        for t in tangents:
-            span = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True))
-            geometry.append((t.dtype, offset // t.element_size(), tuple(t.shape), t.stride()))
-            offset += -(-span * t.element_size() // self.options.alignment) * self.options.alignment
+        for dtype, shape, stride in shapes:
+            item = torch.empty((), dtype=dtype).element_size()
+            span = 1 + sum((n - 1) * s for n, s in zip(shape, stride, strict=True)) \
+                if all(shape) else 0
+            geometry.append((dtype, offset // item, tuple(shape), tuple(stride)))
+            offset += -(-span * item // self.options.alignment) * self.options.alignment
         buf = ring.bw_staging
         if buf is None or buf.numel() < offset:
             ring.bw_staging = buf = None
@@ -164,7 +183,7 @@ class GraphExecutor:
         return (make_views(buf.untyped_storage(), variant.device, geometry),
                 ring.bw_staging_generation)
 
-    def _first_runs(self, variant, slot, key, gm, gargs, stage, nargs, alias) -> Any:
+    def _first_runs(self, variant, slot, key, gm, gargs, stage, nargs, aliases) -> Any:
         """Warm up (once per direction), else capture and replay; or run uncaptured."""
         direction = key[0]
         if direction not in self.warm or key in self.uncaptured:
@@ -176,7 +195,7 @@ class GraphExecutor:
         if cap is None:
             return gm(*gargs)
         cap.graph.replay()
-        return self._outputs(cap, alias, variant.device)
+        return self._outputs(cap, aliases, variant.device)
 
     def forget(self, slot_index: int | None, direction: str | None = None) -> None:
         """The slot's arena (or, for backward, the staging buffer) moved: free those graphs."""
@@ -235,7 +254,8 @@ class GraphExecutor:
         self.graphs[key] = cap
         return cap
 
-    def _outputs(self, cap: _Captured, alias: Any, device: torch.device) -> list[Any]:
+    def _outputs(self, cap: _Captured, aliases: tuple[Any, Any],
+                 device: torch.device) -> list[Any]:
         result = [o.value for o in cap.outs]
         pool = [(j, o.value) for j, o in enumerate(cap.outs) if o.kind == "pool"]
         if len(pool) == 1:
@@ -248,10 +268,11 @@ class GraphExecutor:
             _torch.foreach_copy_(copies, [v for _, v in pool])
             for (j, _), c in zip(pool, copies, strict=True):
                 result[j] = c
-        if cap.slot_outs:
-            views = make_views(alias, device, None, cap.slot_runs)
-            for j, v in zip(cap.slot_outs, views, strict=True):
-                result[j] = v
+        for alias, where, outs, runs in ((aliases[0], device, cap.slot_outs, cap.slot_runs),
+                                         (aliases[1], _CPU, cap.host_outs, cap.host_runs)):
+            if outs:
+                for j, v in zip(outs, make_views(alias, where, None, runs), strict=True):
+                    result[j] = v
         return result
 
 
@@ -325,7 +346,8 @@ def _describe_outputs(outs: Any, gargs: list[Any], slot: Slot, direction: str,
     """Classify each output: slot views are rebuilt over the next forward's alias; views of
     parameters stay as they are; everything else (pool memory, staged inputs) is cloned."""
     base = slot.arena.data_ptr()
-    staged = {base, None if staging is None else staging.data_ptr()}
+    host = None if slot.host_arena is None else slot.host_arena.data_ptr()
+    staged = {base, host, None if staging is None else staging.data_ptr()}
     static = {a.untyped_storage().data_ptr() for a in gargs
               if isinstance(a, torch.Tensor)} - staged
     described = []
@@ -334,11 +356,12 @@ def _describe_outputs(outs: Any, gargs: list[Any], slot: Slot, direction: str,
             described.append(_Out("const", o))
             continue
         st = o.untyped_storage()
-        if direction == "forward" and st.data_ptr() == base:
-            off = o.data_ptr() - base
+        arena = {base: "slot", host: "host"}.get(st.data_ptr()) if direction == "forward" else None
+        if arena is not None:
+            off = o.data_ptr() - st.data_ptr()
             assert off % o.element_size() == 0, "fxslots: a slot output is misaligned"
-            described.append(_Out("slot", geometry=(o.dtype, off // o.element_size(),
-                                                    tuple(o.shape), o.stride())))
+            described.append(_Out(arena, geometry=(o.dtype, off // o.element_size(),
+                                                   tuple(o.shape), o.stride())))
         elif st.data_ptr() in static:
             described.append(_Out("const", o))  # a parameter, or a view of one
         else:

@@ -41,6 +41,8 @@ class Options:
     """Raise instead of warning when a graph cannot use slots and falls back."""
     partitioner: str = "min_cut"
     """How AOTAutograd splits forward from backward: a name in ``fxslots.policies.PARTITIONERS``."""
+    offload: str = "none"
+    """Which saved groups go to the slot's host arena: 'none', 'all' or 'above:<bytes>'."""
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -56,7 +58,12 @@ class Options:
             raise OptionsError(
                 f"fxslots option 'max_arena_bytes' must be positive or None, got {self.max_arena_bytes}"
             )
-        from .policies import PARTITIONERS
+        from .policies import PARTITIONERS, parse_offload
+
+        try:
+            parse_offload(self.offload)
+        except ValueError as e:
+            raise OptionsError(str(e)) from None
 
         if self.partitioner not in PARTITIONERS:
             raise OptionsError(
@@ -92,6 +99,7 @@ _TYPES = {
     "debug": (bool,),
     "strict": (bool,),
     "partitioner": (str,),
+    "offload": (str,),
 }
 
 

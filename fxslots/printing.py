@@ -49,7 +49,8 @@ def _annotation(node: fx.Node) -> str:
     meta = node.meta.get(SLOT_META)
     if isinstance(meta, SlotView):
         nbytes = meta.storage_offset * torch.empty((), dtype=meta.dtype).element_size()
-        return shape_str(meta.dtype, meta.shape) + f" @ slot byte {nbytes}"
+        arena = "host arena" if meta.host else "slot"
+        return shape_str(meta.dtype, meta.shape) + f" @ {arena} byte {nbytes}"
     v = node.meta.get("val")
     if isinstance(v, torch.Tensor):
         return shape_str(v.dtype, v.shape)
@@ -92,8 +93,10 @@ def format_plan(saved: SavedSet, plan: ArenaPlan) -> str:
         g = saved.groups[p.group]
         for m in g.members:
             t = saved.tensor(m)
-            where = "-" if not p.write.owns_bytes else str(
+            where = "-" if not (p.write.owns_bytes or p.write is Write.OFFLOAD) else str(
                 p.offset + t.storage_offset * t.itemsize - g.byte_start)
+            if p.write is Write.OFFLOAD:
+                where = "host " + where
             write = p.write.value
             if p.write is Write.COPY:
                 write += (" (copy)" if m in p.copies
@@ -114,4 +117,7 @@ def format_plan(saved: SavedSet, plan: ArenaPlan) -> str:
                     if plan.capacity_bound is not None and not plan.capacity.is_Integer else ""))
     lines.append(f"saved bytes in slot: {plan.slot_bytes}, copy-free: {plan.copy_free_bytes}")
     lines.append(f"bytes copied per forward: {plan.copied_bytes}")
+    if plan.host_capacity != 0:
+        lines.append(f"host arena bytes per slot: {plan.host_capacity}, "
+                     f"bytes offloaded per forward: {plan.offloaded_bytes}")
     return "\n".join(lines)

@@ -34,7 +34,9 @@ class Slot:
     index: int
     device: torch.device
     arena: torch.Tensor | None = None
+    host_arena: torch.Tensor | None = None  # offloaded groups; pinned when the device is CUDA
     owner: Any = None  # weak reference to the alias storage of the forward holding the slot
+    host_owner: Any = None  # the same for the host arena
     variant: str | None = None
     microbatch: int | None = None
     generation: int = 0  # bumps when the arena is reallocated (captured graphs go stale)
@@ -44,12 +46,16 @@ class Slot:
     def nbytes(self) -> int:
         return 0 if self.arena is None else self.arena.numel()
 
+    @property
+    def host_nbytes(self) -> int:
+        return 0 if self.host_arena is None else self.host_arena.numel()
+
     def pending(self) -> bool:
-        return self.owner is not None and not self.owner.expired()
+        return any(o is not None and not o.expired() for o in (self.owner, self.host_owner))
 
     def owns(self, t: torch.Tensor) -> bool:
-        return (self.owner is not None and
-                _torch.storage_key(t).cdata == self.owner.cdata)
+        key = _torch.storage_key(t).cdata
+        return any(o is not None and key == o.cdata for o in (self.owner, self.host_owner))
 
 
 class SlotRing:
@@ -67,8 +73,10 @@ class SlotRing:
         self.bw_staging: torch.Tensor | None = None
         self.bw_staging_generation = 0
 
-    def acquire(self, nbytes: int, device: torch.device, variant: str) -> tuple[Slot, Any]:
-        """A free slot whose arena holds ``nbytes``, and a fresh alias storage of that arena.
+    def acquire(self, nbytes: int, device: torch.device, variant: str,
+                host_nbytes: int = 0) -> tuple[Slot, Any, Any]:
+        """A free slot whose arenas hold ``nbytes`` (device) and ``host_nbytes`` (host), and a
+        fresh alias storage of each (None for an unused host arena).
 
         Raises before anything is written when every slot is pending or the arena limit is hit.
         """
@@ -87,11 +95,18 @@ class SlotRing:
                 f"keeps its slots on one device (compile one model per device)")
         if slot.nbytes < nbytes:
             self._grow(slot, nbytes, variant)
+        if slot.host_nbytes < host_nbytes:
+            self._grow(slot, host_nbytes, variant, host=True)
         alias = _torch.storage_alias(slot.arena.data_ptr(), device, nbytes)
         slot.owner = _torch.StorageWeakRef(alias)
+        host_alias = None
+        if host_nbytes:
+            host_alias = _torch.storage_alias(slot.host_arena.data_ptr(), torch.device("cpu"),
+                                              host_nbytes)
+        slot.host_owner = None if host_alias is None else _torch.StorageWeakRef(host_alias)
         slot.variant = variant
         slot.microbatch = next(self._microbatches)
-        return slot, alias
+        return slot, alias, host_alias
 
     def _free_slot(self, variant: str) -> Slot:
         free = [s for s in self.slots if not s.pending()]
@@ -111,11 +126,16 @@ class SlotRing:
         # Prefer a slot whose arena is already big enough: growing one invalidates its graphs.
         return max(free, key=lambda s: (s.nbytes, -s.index))
 
-    def _grow(self, slot: Slot, nbytes: int, variant: str) -> None:
-        old = slot.nbytes
+    def _grow(self, slot: Slot, nbytes: int, variant: str, host: bool = False) -> None:
+        old = slot.host_nbytes if host else slot.nbytes
         try:
-            slot.arena = None  # free the old arena first: it holds nothing live
-            slot.arena = torch.empty(nbytes, dtype=torch.uint8, device=slot.device)
+            if host:  # pinned, so copies to and from it can run asynchronously and be captured
+                slot.host_arena = None
+                slot.host_arena = torch.empty(nbytes, dtype=torch.uint8,
+                                              pin_memory=slot.device.type == "cuda")
+            else:
+                slot.arena = None  # free the old arena first: it holds nothing live
+                slot.arena = torch.empty(nbytes, dtype=torch.uint8, device=slot.device)
         except torch.OutOfMemoryError as e:
             raise ArenaLimitError(
                 f"fxslots: growing slot {slot.index} of {self.name} to {nbytes} bytes for "
@@ -125,8 +145,8 @@ class SlotRing:
         slot.generation += 1
         self.grow_events += 1
         self.forget_graphs(slot.index)
-        log.info("%s: slot %d arena grows %d -> %d bytes for %s", self.name, slot.index, old,
-                 nbytes, variant)
+        log.info("%s: slot %d %sarena grows %d -> %d bytes for %s", self.name, slot.index,
+                 "host " if host else "", old, nbytes, variant)
 
     def forget_graphs(self, slot_index: int | None, direction: str | None = None) -> None:
         """Memory a captured graph points at moved: every variant's graphs of it are stale."""
@@ -146,9 +166,11 @@ class SlotRing:
             f"slot was reused, which should be impossible. Please report this with FXSLOTS_DEBUG=1")
 
     def release(self, slot: Slot) -> None:
-        if self.options.debug and slot.arena is not None:
-            slot.arena.fill_(0xFF)  # all-ones bytes read as NaN in every float format
-        slot.owner = None
+        if self.options.debug:
+            for arena in (slot.arena, slot.host_arena):
+                if arena is not None:
+                    arena.fill_(0xFF)  # all-ones bytes read as NaN in every float format
+        slot.owner = slot.host_owner = None
 
     def pending(self) -> int:
         return sum(s.pending() for s in self.slots)
@@ -160,12 +182,18 @@ class ViewLayout:
 
     key: tuple  # the symbol values it was evaluated at
     nbytes: int
+    host_nbytes: int
     views: tuple[tuple[torch.dtype, int, tuple[int, ...], tuple[int, ...]], ...]
     staging: tuple[tuple[torch.dtype, int, tuple[int, ...], tuple[int, ...]], ...] = ()
+    host_views: tuple[tuple[torch.dtype, int, tuple[int, ...], tuple[int, ...]], ...] = ()
 
     @functools.cached_property
     def view_runs(self) -> tuple[tuple, ...]:
         return view_runs(self.views)
+
+    @functools.cached_property
+    def host_view_runs(self) -> tuple[tuple, ...]:
+        return view_runs(self.host_views)
 
 
 class SymbolBinder:
@@ -198,9 +226,12 @@ def layout_of(plan: ArenaPlan, env: dict[sympy.Symbol, int]) -> ViewLayout:
         return tuple((v.dtype, evaluate(v.storage_offset, env), ints(v.shape), ints(v.stride))
                      for v in views)
 
+    n_dev = len(plan.views) - plan.host_view_count
     return ViewLayout(key=tuple(sorted((str(k), v) for k, v in env.items())),
-                      nbytes=max(evaluate(plan.capacity, env), 1), views=geometry(plan.views),
-                      staging=geometry(plan.staging))
+                      nbytes=max(evaluate(plan.capacity, env), 1),
+                      host_nbytes=evaluate(plan.host_capacity, env),
+                      views=geometry(plan.views[:n_dev]), staging=geometry(plan.staging),
+                      host_views=geometry(plan.views[n_dev:]))
 
 
 def make_views(alias: Any, device: torch.device, geometry, runs=None) -> list[torch.Tensor]:
@@ -252,6 +283,7 @@ class Variant:
     forward_graph: Callable[..., Any]
     backward_graph: Callable[..., Any] | None = None
     saved_arg_index: int | None = None  # a backward argument that is a slot view
+    offloaded_args: list[list[int]] = field(default_factory=list)  # per offloaded group
     executor: Any = None  # runs graphs: eager on CPU, captured CUDA graphs on CUDA
     layouts: dict[tuple, ViewLayout] = field(default_factory=dict)
     runs: int = 0
@@ -265,14 +297,15 @@ class Variant:
         return lay
 
     def forward(self, args: list[Any]) -> Any:
-        if not self.plan.views and not self.plan.staging:
+        if not self.plan.views and not self.plan.staging:  # nothing to save, nothing to stage
             return self.executor.forward(self, None, args, None, None)
         lay = self.layout(args)
-        slot, alias = self.ring.acquire(lay.nbytes, self.device, self.name)
+        slot, alias, host_alias = self.ring.acquire(lay.nbytes, self.device, self.name,
+                                                    lay.host_nbytes)
         slot.layout = lay
         try:
-            out = self.executor.forward(self, slot, args, lay, alias)
-            del alias
+            out = self.executor.forward(self, slot, args, lay, (alias, host_alias))
+            del alias, host_alias
         except BaseException:
             self.ring.release(slot)
             raise
@@ -294,13 +327,65 @@ class EagerExecutor:
     """Runs the rewritten graphs as they are: CPU, or CUDA with cudagraphs=False."""
 
     def forward(self, variant: Variant, slot: Slot | None, args: list[Any],
-                layout: ViewLayout | None, alias: Any):
-        views = [] if layout is None else make_views(alias, variant.device, layout.views,
-                                                     layout.view_runs)
+                layout: ViewLayout | None, aliases: tuple[Any, Any]):
+        views = [] if layout is None else slot_views(variant, layout, aliases)
         return variant.forward_graph(*args, *views)
 
     def backward(self, variant: Variant, slot: Slot | None, args: list[Any]):
-        return variant.backward_graph(*args)
+        return variant.backward_graph(*reload(variant, args, lambda n, dtype, i: torch.empty(
+            n, dtype=dtype, device=variant.device)))
+
+
+def slot_views(variant: Variant, layout: ViewLayout, aliases: tuple[Any, Any]) -> list[Any]:
+    """The forward graph's extra inputs: device arena views, then host arena views."""
+    alias, host_alias = aliases
+    views = make_views(alias, variant.device, layout.views, layout.view_runs)
+    if layout.host_views:
+        views += make_views(host_alias, torch.device("cpu"), layout.host_views,
+                            layout.host_view_runs)
+    return views
+
+
+def offloaded_spans(variant: Variant, args: list[Any]) -> list[tuple[torch.dtype, int]]:
+    """(dtype, elements) of each offloaded group's raw span, as ``reload`` copies it."""
+    spans = []
+    for idx in variant.offloaded_args:
+        members = [args[i] for i in idx]
+        lo = min(m.storage_offset() for m in members)
+        hi = max(m.storage_offset() + _span(m) for m in members)
+        spans.append((members[0].dtype, hi - lo))
+    return spans
+
+
+def reload(variant: Variant, args: list[Any], empty: Callable[[int, torch.dtype, int], Any]):
+    """Backward arguments with each offloaded group copied back to the device in one piece
+    (into ``empty(elements, dtype, group)``), its members rebuilt as views so aliases, strides
+    and offsets survive."""
+    if not variant.offloaded_args:
+        return args
+    args = list(args)
+    for g, idx in enumerate(variant.offloaded_args):
+        members = [args[i] for i in idx]
+        dtype = members[0].dtype
+        if any(m.dtype != dtype for m in members):  # views of one storage as several dtypes
+            for i, m in zip(idx, members, strict=True):
+                args[i] = torch.empty_strided(m.shape, m.stride(), dtype=m.dtype,
+                                              device=variant.device).copy_(m)
+            continue
+        lo = min(m.storage_offset() for m in members)
+        hi = max(m.storage_offset() + _span(m) for m in members)
+        dev = empty(hi - lo, dtype, g)
+        dev.copy_(members[0].as_strided((hi - lo,), (1,), lo), non_blocking=True)
+        for i, m in zip(idx, members, strict=True):
+            args[i] = dev.as_strided(m.shape, m.stride(), dev.storage_offset()
+                                     + m.storage_offset() - lo)
+    return args
+
+
+def _span(t: torch.Tensor) -> int:
+    if t.numel() == 0:
+        return 0
+    return 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True))
 
 
 def boxed(fn: Callable[[list[Any]], Any]) -> Callable[[list[Any]], Any]:

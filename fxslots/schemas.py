@@ -57,6 +57,7 @@ class Write(str, enum.Enum):
     COPY = "copied"  # the value is computed as before and copied into the slot
     NONE = "no slot"  # params and inputs: the tensor itself is saved
     STAGED = "staged"  # a CUDA graph input: the runtime copies it into the slot before replay
+    OFFLOAD = "offloaded"  # copied to the slot's host arena in forward, reloaded for backward
 
     @property
     def owns_bytes(self) -> bool:
@@ -174,6 +175,7 @@ class SlotView:
     shape: tuple[Expr, ...]
     stride: tuple[Expr, ...]
     storage_offset: Expr
+    host: bool = False  # a view of the slot's host arena (an offloaded group), not its device one
 
 
 @dataclass(frozen=True)
@@ -182,7 +184,7 @@ class Placement:
 
     group: int
     write: Write
-    offset: Expr  # bytes from the arena's start; aligned
+    offset: Expr  # bytes from the arena's start (the host arena's, when offloaded); aligned
     nbytes: Expr  # the group's span
     copies: tuple[str, ...]  # values copied into the slot: a member, or the group's root
     copied_bytes: Expr
@@ -204,19 +206,28 @@ class ArenaPlan:
     alignment: int
     capacity_bound: int | None  # max capacity over the symbols' value ranges; None if unbounded
     staging: tuple[SlotView, ...] = ()  # CUDA graphs: where each non-static input is staged
+    host_capacity: Expr = sympy.Integer(0)  # bytes of the slot's host arena (offloaded groups)
+    offloaded_bytes: Expr = sympy.Integer(0)  # bytes copied to the host per forward
 
     def __post_init__(self) -> None:
-        slotted = [p for p in self.placements if p.write.owns_bytes]
-        for p in slotted:
-            assert p.offset.is_Integer is False or int(p.offset) % self.alignment == 0, p
-        for a, b in zip(slotted, slotted[1:]):
-            gap = sympy.simplify(b.offset - (a.offset + a.nbytes))
-            assert not (gap.is_number and gap < 0), f"groups {a.group} and {b.group} overlap"
+        for kinds in ((Write.OUT, Write.COPY), (Write.OFFLOAD,)):  # device arena, host arena
+            placed = [p for p in self.placements if p.write in kinds]
+            for p in placed:
+                assert p.offset.is_Integer is False or int(p.offset) % self.alignment == 0, p
+            for a, b in zip(placed, placed[1:]):
+                gap = sympy.simplify(b.offset - (a.offset + a.nbytes))
+                assert not (gap.is_number and gap < 0), f"groups {a.group} and {b.group} overlap"
 
     @functools.cached_property
     def views(self) -> tuple[SlotView, ...]:
-        """The views the forward graph takes as extra placeholders, in order."""
-        return tuple(v for p in self.placements if p.write is not Write.STAGED for v in p.views)
+        """The views the forward graph takes as extra placeholders, in order: the device
+        arena's, then the host arena's."""
+        own = [v for p in self.placements if p.write is not Write.STAGED for v in p.views]
+        return tuple([v for v in own if not v.host] + [v for v in own if v.host])
+
+    @functools.cached_property
+    def host_view_count(self) -> int:
+        return sum(v.host for v in self.views)
 
     def placement(self, group: int) -> Placement:
         return next(p for p in self.placements if p.group == group)

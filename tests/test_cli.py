@@ -64,8 +64,8 @@ BAD_COMMAND_LINES = [
     (["examples.models:mlp", "--input", "4x16:float99"], "unknown dtype 'float99'"),
     (["examples.models:mlp", "--input", "4x8"],
      "examples.models:mlp does not run on --input 4x8: RuntimeError: mat1 and mat2 shapes"),
-    (["examples.models:mlp", "--input", "4x16", "--offload", "all"],
-     "activation offload is not available in this version of fxslots"),
+    (["examples.models:mlp", "--input", "4x16", "--offload", "bogus"],
+     "fxslots option 'offload' must be 'none', 'all' or 'above:<bytes>', got 'bogus'"),
     (["examples.models:mlp", "--input", "4x16", "--slots", "0"],
      "fxslots option 'slots' must be >= 1, got 0"),
     (["examples.models:mlp", "--input", "4x16", "-o", "nope=1"], "unknown option(s) ['nope']"),
@@ -125,3 +125,11 @@ def test_parse_option_reads_python_literals():
     assert cli.parse_option("partitioner=default") == ("partitioner", "default")
     with pytest.raises(cli.UsageError):
         cli.parse_option("alignment")
+
+
+def test_offload_policy_reaches_the_plan():
+    out = subprocess.run([sys.executable, "-m", "fxslots", "explain", "examples.models:mlp",
+                          "--input", "4x16", "--slots", "2", "--offload", "all"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "offloaded" in out.stdout and "host arena bytes per slot: 1024" in out.stdout

@@ -456,3 +456,72 @@ groups:
 arena bytes per slot: 1024
 saved bytes in slot: 256, copy-free: 128
 bytes copied per forward: 128""")
+
+
+def test_offload_moves_groups_to_the_host_arena():
+    torch.manual_seed(0)
+    model = MLP(16, 32, 2)
+    check_numerics(model, [torch.randn(4, 16), torch.randn(4, 16)], offload="all")
+    report = explain(model, torch.randn(4, 16), slots=2, offload="above:512")
+    assert_expected_inline(report, """\
+===== graph 0 (v0 of region 0) =====
+----- forward (rewritten) -----
+def forward(
+    primals_1: f32[32, 16],
+    primals_2: f32[32],
+    primals_3: f32[4, 16],
+    primals_4: f32[16, 32],
+    primals_5: f32[16],
+    host_addmm: f32[4, 32] @ host arena byte 0,
+    host_gelu: f32[4, 32] @ host arena byte 512,
+):
+    t: f32[16, 32] = aten.t(primals_1)
+    addmm: f32[4, 32] = aten.addmm(primals_2, primals_3, t)
+    copy__default = aten.copy_(host_addmm, addmm, True)  # offloaded: host arena bytes [0, 512) hold group 2
+    gelu: f32[4, 32] = aten.gelu(addmm)
+    copy__default_1 = aten.copy_(host_gelu, gelu, True)  # offloaded: host arena bytes [512, 1024) hold group 3
+    t_1: f32[32, 16] = aten.t(primals_4)
+    addmm_1: f32[4, 16] = aten.addmm(primals_5, gelu, t_1)
+    return [addmm_1, primals_3, primals_4, copy__default, copy__default_1]
+----- backward -----
+def backward(
+    primals_3: f32[4, 16],
+    primals_4: f32[16, 32],
+    addmm: f32[4, 32],  # reloaded from the host arena before backward: group 2 at host byte 0
+    gelu: f32[4, 32],  # reloaded from the host arena before backward: group 3 at host byte 512
+    tangents_1: f32[4, 16],
+):
+    t_1: f32[32, 16] = aten.t(primals_4)
+    t_2: f32[16, 32] = aten.t(t_1)
+    mm: f32[4, 32] = aten.mm(tangents_1, t_2)
+    t_3: f32[16, 4] = aten.t(tangents_1)
+    mm_1: f32[16, 32] = aten.mm(t_3, gelu)
+    t_4: f32[32, 16] = aten.t(mm_1)
+    sum_1: f32[1, 16] = aten.sum.dim_IntList(tangents_1, [0], True)
+    view: f32[16] = aten.view(sum_1, [16])
+    t_5: f32[16, 32] = aten.t(t_4)
+    gelu_backward: f32[4, 32] = aten.gelu_backward(mm, addmm)
+    t_6: f32[32, 4] = aten.t(gelu_backward)
+    mm_2: f32[32, 16] = aten.mm(t_6, primals_3)
+    t_7: f32[16, 32] = aten.t(mm_2)
+    sum_2: f32[1, 32] = aten.sum.dim_IntList(gelu_backward, [0], True)
+    view_1: f32[32] = aten.view(sum_2, [32])
+    t_8: f32[32, 16] = aten.t(t_7)
+    return [t_8, view_1, None, t_5, view]
+----- plan -----
+tensor     shape        stride   bytes  group  offset    write
+---------  -----------  -------  -----  -----  --------  ---------
+primals_3  f32[4, 16]   [16, 1]  256    g0     -         no slot
+primals_4  f32[16, 32]  [32, 1]  2048   g1     -         no slot
+addmm      f32[4, 32]   [32, 1]  512    g2     host 0    offloaded
+gelu       f32[4, 32]   [32, 1]  512    g3     host 512  offloaded
+
+groups:
+  g0: no slot   offset 0, 256 bytes  (user input: the caller owns it)
+  g1: no slot   offset 0, 2048 bytes  (parameter or buffer: outlives every replay)
+  g2: offloaded offset 0, 512 bytes  (the offload policy chose it)
+  g3: offloaded offset 512, 512 bytes  (the offload policy chose it)
+arena bytes per slot: 0
+saved bytes in slot: 0, copy-free: 0
+bytes copied per forward: 0
+host arena bytes per slot: 1024, bytes offloaded per forward: 1024""")

@@ -29,12 +29,13 @@ def model_and_inputs(name):
     return GPT(), lambda s, g: torch.randint(0, 64, (2, s), generator=g)
 
 
-def train(model, make, backend, k, set_to_none):
+def train(model, make, backend, k, set_to_none, **options):
     """Every schedule of K in flight over 3 shape variants; (per-step grads, outputs)."""
     fxslots.reset()
     m = copy.deepcopy(model)
     f = m if backend == "eager" else torch.compile(
-        m, backend=backend, **({"options": {"slots": k}} if backend == "fxslots" else {}))
+        m, backend=backend,
+        **({"options": {"slots": k, **options}} if backend == "fxslots" else {}))
     g = torch.Generator().manual_seed(1)
     grads, outs = [], []
     for seq in (4, 8, 12):
@@ -71,3 +72,11 @@ def test_bitwise_equal_to_aot_eager_and_close_to_eager(name, k, set_to_none):
     ours = train(model, make, "fxslots", k, set_to_none)
     assert_equal(ours, train(model, make, "aot_eager", k, set_to_none), exact=True)
     assert_equal(ours, train(model, make, "eager", k, set_to_none), exact=False)
+
+
+@pytest.mark.parametrize("name", ["mlp", "attention", "gpt"])
+@pytest.mark.parametrize("offload", ["all", "above:1024"])
+def test_offloaded_groups_reload_bitwise(name, offload):
+    model, make = model_and_inputs(name)
+    ours = train(model, make, "fxslots", 2, False, offload=offload)
+    assert_equal(ours, train(model, make, "aot_eager", 2, False), exact=True)

@@ -27,7 +27,8 @@ def unplaceable_reason(saved: SavedSet) -> str | None:
 
 
 def plan_arena(saved: SavedSet, *, alignment: int = 512, copy_free: bool = True,
-               staged_inputs: tuple[SavedTensor, ...] = ()) -> ArenaPlan:
+               staged_inputs: tuple[SavedTensor, ...] = (),
+               offload: frozenset[int] = frozenset()) -> ArenaPlan:
     """Give every storage group that needs a slot an aligned byte range in one slot's arena.
 
     All saved tensors are live at once (from their producer in forward to their reader in
@@ -37,8 +38,11 @@ def plan_arena(saved: SavedSet, *, alignment: int = 512, copy_free: bool = True,
     ``staged_inputs`` (CUDA graphs only) are the graph's non-static tensor inputs: each gets a
     region after the saved groups, where the runtime copies the caller's tensor before a replay.
     Saved views of those inputs then live in the slot too, with no copy of their own.
+
+    Groups in ``offload`` go to the slot's host arena instead (packed the same way): the forward
+    copies them there, the runtime reloads them for backward.
     """
-    cursor = sympy.Integer(0)
+    cursor = host_cursor = sympy.Integer(0)
     placements = []
     for g in saved.groups:
         members = [saved.tensor(m) for m in g.members]
@@ -49,6 +53,11 @@ def plan_arena(saved: SavedSet, *, alignment: int = 512, copy_free: bool = True,
         if g.source is not Source.INTERMEDIATE:
             placements.append(_unslotted(g))
             continue
+        if g.id in offload:
+            placements.append(_place(g, members, host_cursor, Write.OFFLOAD,
+                                     "the offload policy chose it", host=True))
+            host_cursor = host_cursor + align_up(g.nbytes, alignment)
+            continue
         write, reason = _choose_write(g, copy_free)
         placements.append(_place(g, members, cursor, write, reason))
         cursor = cursor + align_up(g.nbytes, alignment)
@@ -57,7 +66,9 @@ def plan_arena(saved: SavedSet, *, alignment: int = 512, copy_free: bool = True,
         staging.append(SlotView("stage_" + t.name, t.name, t.dtype, t.shape, t.stride,
                                 sympy.simplify(cursor / t.itemsize)))
         cursor = cursor + align_up(t.nbytes, alignment)
-    copied = sum((p.copied_bytes for p in placements), sympy.Integer(0))
+    copied = sum((p.copied_bytes for p in placements if p.write is Write.COPY), sympy.Integer(0))
+    offloaded = sum((p.copied_bytes for p in placements if p.write is Write.OFFLOAD),
+                    sympy.Integer(0))
     return ArenaPlan(
         placements=tuple(placements),
         capacity=sympy.simplify(cursor),
@@ -65,6 +76,8 @@ def plan_arena(saved: SavedSet, *, alignment: int = 512, copy_free: bool = True,
         alignment=alignment,
         capacity_bound=_upper_bound(cursor, saved.symbol_ranges),
         staging=tuple(staging),
+        host_capacity=sympy.simplify(host_cursor),
+        offloaded_bytes=sympy.simplify(offloaded),
     )
 
 
@@ -103,16 +116,16 @@ def _itemsize(dtype) -> int:
 
 
 def _place(g: StorageGroup, members: list[SavedTensor], offset: sympy.Expr, write: Write,
-           reason: str) -> Placement:
+           reason: str, host: bool = False) -> Placement:
     if write is Write.OUT:
         r = g.root
         view = SlotView("slot_" + r.name, r.name, r.dtype, r.shape, r.stride,
                         sympy.simplify(offset / _itemsize(r.dtype)))
         return Placement(g.id, write, offset, g.nbytes, (), sympy.Integer(0), (view,), reason)
     views = tuple(
-        SlotView("slot_" + m.name, m.name, m.dtype, m.shape, m.stride,
+        SlotView(("host_" if host else "slot_") + m.name, m.name, m.dtype, m.shape, m.stride,
                  sympy.simplify((offset + m.storage_offset * m.itemsize - g.byte_start)
-                                / m.itemsize))
+                                / m.itemsize), host)
         for m in members
     )
     covering = [m for m in members
@@ -122,8 +135,8 @@ def _place(g: StorageGroup, members: list[SavedTensor], offset: sympy.Expr, writ
         copied = covering[0].compact_bytes
     elif g.root is not None and _root_covers(g):  # copy the storage's producer once
         r = g.root
-        views = (SlotView("slot_" + r.name, r.name, r.dtype, r.shape, r.stride,
-                          sympy.simplify(offset / _itemsize(r.dtype))),) + views
+        views = (SlotView(("host_" if host else "slot_") + r.name, r.name, r.dtype, r.shape,
+                          r.stride, sympy.simplify(offset / _itemsize(r.dtype)), host),) + views
         copies = (r.name,)
         copied = _root_bytes(g)
     else:  # copy each member; overlapping members copy their shared bytes twice

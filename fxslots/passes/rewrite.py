@@ -33,7 +33,7 @@ def rewrite_forward(fw: fx.GraphModule, saved: SavedSet, plan: ArenaPlan,
             _write_out(nodes[view.holds], slot_ph[view.name],
                        resolve_overload(saved.groups[p.group].root.out_overload), p)
             changed += 1
-        elif p.write is Write.COPY:
+        elif p.write in (Write.COPY, Write.OFFLOAD):
             views = {v.holds: v for v in p.views}
             for name in p.copies:
                 replace[name] = _insert_copy(graph, nodes[name], slot_ph[views[name].name],
@@ -73,14 +73,17 @@ def _insert_copy(graph: fx.Graph, src: fx.Node, dst: fx.Node, stride, p) -> fx.N
             if st == 0:
                 s = graph.call_function(aten.slice.Tensor, (s, dim, 0, 1))
                 d = graph.call_function(aten.slice.Tensor, (d, dim, 0, 1))
-        copy = graph.call_function(aten.copy_.default, (d, s))
+        # Device to pinned host memory: asynchronous, and capturable in a CUDA graph.
+        args = (d, s, True) if p.write is Write.OFFLOAD else (d, s)
+        copy = graph.call_function(aten.copy_.default, args)
     copy.meta[SLOT_META] = _note(p)
     # The slot view itself carries the full (expanded) layout the backward expects.
     return copy if d is dst else dst
 
 
 def _note(p) -> str:
-    return f"{p.write.value}: slot bytes [{p.offset}, {p.offset + p.nbytes}) hold group {p.group}"
+    arena = "host arena" if p.write is Write.OFFLOAD else "slot"
+    return f"{p.write.value}: {arena} bytes [{p.offset}, {p.offset + p.nbytes}) hold group {p.group}"
 
 
 def _return_slot_views(graph: fx.Graph, replace: dict[str, fx.Node], num_fwd_outputs: int) -> None:
@@ -102,6 +105,11 @@ def annotate_backward(bw: fx.GraphModule, saved: SavedSet, plan: ArenaPlan) -> N
         p = plan.placement(t.group)
         if p.write is Write.STAGED:
             ph.meta[SLOT_META] = "read from slot: a view of a staged input"
+        elif p.write is Write.OFFLOAD:
+            g = saved.groups[t.group]
+            ph.meta[SLOT_META] = (f"reloaded from the host arena before backward: group "
+                                  f"{t.group} at host byte "
+                                  f"{p.offset + t.storage_offset * t.itemsize - g.byte_start}")
         elif p.write is not Write.NONE:
             g = saved.groups[t.group]
             ph.meta[SLOT_META] = (f"read from slot: group {t.group} at byte "

@@ -33,7 +33,7 @@ def _check_placed(fw, saved, plan, num_fwd_outputs) -> int:
     written = _storages_written_out(fw)
     for t, node in zip(saved.tensors, returned, strict=True):
         p = plan.placement(t.group)
-        if not p.write.owns_bytes:
+        if p.write in (Write.NONE, Write.STAGED):
             assert node.name == t.name, f"unslotted {t.name} was rewritten to {node}"
         else:
             assert _in_slot(node, written), (
@@ -75,7 +75,8 @@ def _sample_envs(saved: SavedSet, free: set):
 
 def _check_bytes(plan: ArenaPlan, saved: SavedSet) -> int:
     """No two groups share a live byte; every view lies inside the arena; offsets aligned."""
-    exprs = [plan.capacity] + [e for p in plan.placements for e in (p.offset, p.nbytes)] + [
+    exprs = [plan.capacity, plan.host_capacity] + [
+        e for p in plan.placements for e in (p.offset, p.nbytes)] + [
         e for v in plan.staging for e in (v.storage_offset, *v.shape, *v.stride)]
     free = set().union(*(sympy.sympify(e).free_symbols for e in exprs))
     n = 0
@@ -90,6 +91,12 @@ def _check_bytes(plan: ArenaPlan, saved: SavedSet) -> int:
         for off, nb, g in spans:
             assert off % plan.alignment == 0, f"group {g} offset {off} is not aligned at {env}"
             assert off + nb <= cap, f"group {g} ends past the arena ({off}+{nb} > {cap}) at {env}"
+        host_cap = evaluate(plan.host_capacity, env)
+        host = sorted((evaluate(p.offset, env), evaluate(p.nbytes, env), p.group)
+                      for p in plan.placements if p.write is Write.OFFLOAD)
+        for (a, an, ga), (b, _, gb) in zip(host, host[1:]):
+            assert a + an <= b, f"offloaded groups {ga} and {gb} overlap at {env}"
+        assert all(off + nb <= host_cap for off, nb, _ in host), f"host arena overflow at {env}"
         n += 1
     return n
 
