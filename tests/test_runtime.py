@@ -30,8 +30,8 @@ def test_make_views_equals_one_set_per_view_with_runs_grouped():
 def test_ring_hands_out_free_slots_and_refuses_before_writing():
     ring = SlotRing("r", Options(slots=2))
     cpu = torch.device("cpu")
-    s0, a0 = ring.acquire(1024, cpu, "v0")
-    s1, a1 = ring.acquire(512, cpu, "v0")
+    s0, a0, _ = ring.acquire(1024, cpu, "v0")
+    s1, a1, _ = ring.acquire(512, cpu, "v0")
     assert {s0.index, s1.index} == {0, 1} and ring.pending() == 2
     before = [s.arena.clone() for s in ring.slots]
     with pytest.raises(fxslots.SlotsExhaustedError,
@@ -49,9 +49,9 @@ def test_ring_hands_out_free_slots_and_refuses_before_writing():
 def test_arena_grows_for_a_bigger_variant_and_respects_the_limit():
     ring = SlotRing("r", Options(slots=1, max_arena_bytes=4096))
     cpu = torch.device("cpu")
-    slot, alias = ring.acquire(1024, cpu, "v0")
+    slot, alias, _ = ring.acquire(1024, cpu, "v0")
     del alias
-    slot, alias = ring.acquire(2048, cpu, "v1")
+    slot, alias, _ = ring.acquire(2048, cpu, "v1")
     assert slot.nbytes == 2048 and slot.generation == 2 and ring.grow_events == 2
     del alias
     with pytest.raises(fxslots.ArenaLimitError, match="needs 8192 arena bytes .* max_arena_bytes=4096"):
@@ -61,8 +61,21 @@ def test_arena_grows_for_a_bigger_variant_and_respects_the_limit():
 
 def test_debug_release_poisons_the_arena():
     ring = SlotRing("r", Options(slots=1, debug=True))
-    slot, alias = ring.acquire(64, torch.device("cpu"), "v0")
+    slot, alias, host = ring.acquire(64, torch.device("cpu"), "v0", host_nbytes=32)
     torch.empty(0).set_(alias, 0, (16,), (1,)).fill_(1.0)
     ring.release(slot)
-    assert bool((slot.arena == 0xFF).all())
+    assert bool((slot.arena == 0xFF).all()) and bool((slot.host_arena == 0xFF).all())
     assert torch.isnan(slot.arena.view(torch.float32)).all()
+
+
+def test_a_slot_stays_pending_while_views_of_its_host_arena_live():
+    ring = SlotRing("r", Options(slots=1))
+    slot, alias, host = ring.acquire(64, torch.device("cpu"), "v0", host_nbytes=128)
+    assert slot.host_nbytes == 128
+    offloaded = torch.empty(0).set_(host, 0, (8,), (1,))
+    del alias, host
+    assert ring.pending() == 1 and ring.find(offloaded) is slot
+    with pytest.raises(fxslots.SlotsExhaustedError):
+        ring.acquire(64, torch.device("cpu"), "v0")
+    del offloaded
+    assert ring.pending() == 0
