@@ -24,7 +24,16 @@ import torch.fx as fx
 from . import _torch
 from .errors import CaptureError
 from .options import Options
-from .runtime import Slot, Variant, make_views, offloaded_spans, reload, slot_views, view_runs
+from .runtime import (
+    Slot,
+    Variant,
+    make_views,
+    offloaded_spans,
+    pack,
+    reload,
+    slot_views,
+    view_runs,
+)
 
 _CPU = torch.device("cpu")
 
@@ -166,13 +175,7 @@ class GraphExecutor:
     def _staging(self, variant: Variant, shapes: list[tuple]):
         """Views of the ring's backward staging buffer, one per (dtype, shape, stride)."""
         ring = variant.ring
-        geometry, offset = [], 0
-        for dtype, shape, stride in shapes:
-            item = torch.empty((), dtype=dtype).element_size()
-            span = 1 + sum((n - 1) * s for n, s in zip(shape, stride, strict=True)) \
-                if all(shape) else 0
-            geometry.append((dtype, offset // item, tuple(shape), tuple(stride)))
-            offset += -(-span * item // self.options.alignment) * self.options.alignment
+        geometry, offset = pack(shapes, self.options.alignment)
         buf = ring.bw_staging
         if buf is None or buf.numel() < offset:
             ring.bw_staging = buf = None
@@ -278,14 +281,7 @@ class GraphExecutor:
 
 def _empty_like_many(tensors: list[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
     """Fresh tensors shaped like ``tensors`` (dense, same strides), carved from one buffer."""
-    geometry, offset = [], 0
-    for t in tensors:
-        item = t.element_size()
-        offset = -(-offset // 16) * 16
-        span = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True)) \
-            if t.numel() else 0
-        geometry.append((t.dtype, offset // item, tuple(t.shape), t.stride()))
-        offset += span * item
+    geometry, offset = pack([(t.dtype, tuple(t.shape), t.stride()) for t in tensors], 16)
     buf = torch.empty(max(offset, 1), dtype=torch.uint8, device=device)
     return make_views(buf.untyped_storage(), device, geometry)
 

@@ -382,10 +382,28 @@ def reload(variant: Variant, args: list[Any], empty: Callable[[int, torch.dtype,
     return args
 
 
-def _span(t: torch.Tensor) -> int:
-    if t.numel() == 0:
+def span_elements(shape, stride) -> int:
+    """Elements from a strided tensor's first addressed element to its last (0 when empty)."""
+    if not all(shape):
         return 0
-    return 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True))
+    return 1 + sum((n - 1) * s for n, s in zip(shape, stride, strict=True))
+
+
+def _span(t: torch.Tensor) -> int:
+    return span_elements(t.shape, t.stride())
+
+
+def pack(shapes: Sequence[tuple[torch.dtype, tuple[int, ...], tuple[int, ...]]],
+         alignment: int) -> tuple[list[tuple], int]:
+    """Lay (dtype, shape, stride) tensors end to end in one byte buffer, each start aligned:
+    the geometry for ``make_views`` and the bytes needed."""
+    geometry, offset = [], 0
+    for dtype, shape, stride in shapes:
+        item = dtype.itemsize
+        offset = -(-offset // alignment) * alignment
+        geometry.append((dtype, offset // item, tuple(shape), tuple(stride)))
+        offset += span_elements(shape, stride) * item
+    return geometry, offset
 
 
 def boxed(fn: Callable[[list[Any]], Any]) -> Callable[[list[Any]], Any]:

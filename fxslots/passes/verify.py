@@ -102,8 +102,7 @@ def _check_bytes(plan: ArenaPlan, saved: SavedSet) -> int:
 
 
 def _view_bytes(v, env) -> int:
-    shape = [evaluate(x, env) for x in v.shape]
-    if 0 in shape:
-        return 0
-    stride = [evaluate(x, env) for x in v.stride]
-    return (1 + sum((n - 1) * st for n, st in zip(shape, stride, strict=True))) * v.dtype.itemsize
+    from ..runtime import span_elements
+
+    return span_elements([evaluate(x, env) for x in v.shape],
+                         [evaluate(x, env) for x in v.stride]) * v.dtype.itemsize
