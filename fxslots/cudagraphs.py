@@ -133,7 +133,7 @@ class GraphExecutor:
             return variant.backward_graph(*args)
         if self._tangents is None:
             self._tangents = _tangent_indices(variant)
-        tangents = self._tangents
+        tangents = [i for i in self._tangents if isinstance(args[i], torch.Tensor)]
         gargs, generation = self._stage_backward(variant, args, tangents)
         key = ("backward", slot.index, (slot.generation, generation), slot.layout.key,
                tuple(tuple(args[i].shape) for i in tangents))
