@@ -121,7 +121,7 @@ class _Compiler:
                         static, summary=lambda s: f"{len(s.tensors)} saved tensors in "
                                                   f"{len(s.groups)} storage groups")
         device = _device_of(saved, example_inputs)
-        graphs = device.type == "cuda" and self.options.cudagraphs is not False
+        graphs = _use_graphs(device, self.options)
         binder = SymbolBinder(list(fw.graph.find_nodes(op="placeholder")))
         plan, reason = self._plan(fw, saved, static, graphs, binder)
         if plan is None:
@@ -207,6 +207,10 @@ def _device_of(saved: SavedSet, example_inputs: Any) -> torch.device:
         if isinstance(x, torch.Tensor):
             return x.device
     return torch.device("cpu")
+
+
+def _use_graphs(device: torch.device, options: Options) -> bool:
+    return device.type == "cuda" and options.cudagraphs is not False
 
 
 def _executor(options: Options, graphs: bool):

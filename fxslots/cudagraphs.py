@@ -165,7 +165,7 @@ class GraphExecutor:
         geometry += [(dtype, (n,), (1,)) for dtype, n in spans]
         views, generation = self._staging(variant, geometry)
         gargs = list(args)
-        for i, view in zip(tangents, views, strict=True):
+        for i, view in zip(tangents, views[:len(tangents)], strict=True):
             view.copy_(args[i])
             gargs[i] = view
         flats = views[len(tangents):]
