@@ -111,3 +111,15 @@ def test_a_bigger_variant_drops_the_graphs_of_the_slot_it_grows(stand_in_graphs)
     keys = [k for ref in ring.variants for k in ref().executor.graphs]
     assert keys and all(k[2][0] == ring.slots[0].generation for k in keys)
     fxslots.reset()
+
+
+def test_dynamic_shapes_capture_one_graph_per_concrete_shape(stand_in_graphs):
+    torch.manual_seed(0)
+    model = MLP(16, 32, 2)
+    xs = [torch.randn(rows, 16) for rows in (3, 5, 7, 5, 3, 7)]
+    sched = [op for i in range(6) for op in (("F", i), ("B", i))]
+    ours = run(model, "fxslots", xs, sched, steps=2, dynamic=True, set_to_none=False,
+               options={"slots": 1, "debug": True})
+    assert_same(ours, run(model, "aot_eager", xs, sched, steps=2, dynamic=True,
+                          set_to_none=False))
+    assert _StandInGraph.replays > 0
