@@ -93,6 +93,13 @@ class _Captured:
         self.slot_runs = view_runs([self.outs[j].geometry for j in self.slot_outs])
         self.host_outs = [j for j, o in enumerate(self.outs) if o.kind == "host"]
         self.host_runs = view_runs([self.outs[j].geometry for j in self.host_outs])
+        # Outputs copied out of the pool land, dense, in one fresh buffer per replay.
+        self.pool_outs = [j for j, o in enumerate(self.outs) if o.kind == "pool"]
+        geometry, self.pool_nbytes = pack([(self.outs[j].value.dtype,
+                                            tuple(self.outs[j].value.shape),
+                                            self.outs[j].value.stride())
+                                           for j in self.pool_outs], 16)
+        self.pool_runs = view_runs(geometry)
 
 
 class GraphExecutor:
@@ -105,6 +112,7 @@ class GraphExecutor:
         self.uncaptured: set[tuple] = set()
         self._tangents: list[int] | None = None
         self._mutated: set[int] | None = None  # forward inputs the graph writes in place
+        self._packed: dict[tuple, tuple[list, int]] = {}  # staging layouts by tangent shapes
 
     def forward(self, variant: Variant, slot: Slot | None, args: list[Any], layout,
                 aliases) -> Any:
@@ -161,9 +169,9 @@ class GraphExecutor:
         """Backward arguments with tangents and reloaded (offloaded) groups copied into the
         ring's staging buffer, at addresses that stay put from replay to replay."""
         spans = offloaded_spans(variant, args)
-        geometry = [(args[i].dtype, tuple(args[i].shape), args[i].stride()) for i in tangents]
-        geometry += [(dtype, (n,), (1,)) for dtype, n in spans]
-        views, generation = self._staging(variant, geometry)
+        shapes = tuple((args[i].dtype, tuple(args[i].shape), args[i].stride()) for i in tangents)
+        shapes += tuple((dtype, (n,), (1,)) for dtype, n in spans)
+        views, generation = self._staging(variant, shapes)
         gargs = list(args)
         for i, view in zip(tangents, views[:len(tangents)], strict=True):
             view.copy_(args[i])
@@ -175,7 +183,10 @@ class GraphExecutor:
     def _staging(self, variant: Variant, shapes: list[tuple]):
         """Views of the ring's backward staging buffer, one per (dtype, shape, stride)."""
         ring = variant.ring
-        geometry, offset = pack(shapes, self.options.alignment)
+        packed = self._packed.get(shapes)
+        if packed is None:
+            packed = self._packed[shapes] = pack(shapes, self.options.alignment)
+        geometry, offset = packed
         buf = ring.bw_staging
         if buf is None or buf.numel() < offset:
             ring.bw_staging = buf = None
@@ -260,16 +271,16 @@ class GraphExecutor:
     def _outputs(self, cap: _Captured, aliases: tuple[Any, Any],
                  device: torch.device) -> list[Any]:
         result = [o.value for o in cap.outs]
-        pool = [(j, o.value) for j, o in enumerate(cap.outs) if o.kind == "pool"]
-        if len(pool) == 1:
-            j, v = pool[0]
-            result[j] = v.clone()
-        elif pool:
+        if len(cap.pool_outs) == 1:
+            j = cap.pool_outs[0]
+            result[j] = cap.outs[j].value.clone()
+        elif cap.pool_outs:
             # One allocation and one multi-tensor copy for all outputs (gradients, mostly),
             # instead of a clone each: the caller owns them, the pool bytes are free again.
-            copies = _empty_like_many([v for _, v in pool], device)
-            _torch.foreach_copy_(copies, [v for _, v in pool])
-            for (j, _), c in zip(pool, copies, strict=True):
+            buf = torch.empty(max(cap.pool_nbytes, 1), dtype=torch.uint8, device=device)
+            copies = make_views(buf.untyped_storage(), device, None, cap.pool_runs)
+            _torch.foreach_copy_(copies, [cap.outs[j].value for j in cap.pool_outs])
+            for j, c in zip(cap.pool_outs, copies, strict=True):
                 result[j] = c
         for alias, where, outs, runs in ((aliases[0], device, cap.slot_outs, cap.slot_runs),
                                          (aliases[1], _CPU, cap.host_outs, cap.host_runs)):
@@ -277,13 +288,6 @@ class GraphExecutor:
                 for j, v in zip(outs, make_views(alias, where, None, runs), strict=True):
                     result[j] = v
         return result
-
-
-def _empty_like_many(tensors: list[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
-    """Fresh tensors shaped like ``tensors`` (dense, same strides), carved from one buffer."""
-    geometry, offset = pack([(t.dtype, tuple(t.shape), t.stride()) for t in tensors], 16)
-    buf = torch.empty(max(offset, 1), dtype=torch.uint8, device=device)
-    return make_views(buf.untyped_storage(), device, geometry)
 
 
 def _drop_frames(e: BaseException | None) -> None:
