@@ -351,10 +351,15 @@ def offloaded_spans(variant: Variant, args: list[Any]) -> list[tuple[torch.dtype
     spans = []
     for idx in variant.offloaded_args:
         members = [args[i] for i in idx]
-        lo = min(m.storage_offset() for m in members)
-        hi = max(m.storage_offset() + _span(m) for m in members)
+        lo, hi = _bounds(members)
         spans.append((members[0].dtype, hi - lo))
     return spans
+
+
+def _bounds(members: list[torch.Tensor]) -> tuple[int, int]:
+    """First and one-past-last element of the storage that any of ``members`` addresses."""
+    return (min(m.storage_offset() for m in members),
+            max(m.storage_offset() + _span(m) for m in members))
 
 
 def reload(variant: Variant, args: list[Any], empty: Callable[[int, torch.dtype, int], Any]):
@@ -372,8 +377,7 @@ def reload(variant: Variant, args: list[Any], empty: Callable[[int, torch.dtype,
                 args[i] = torch.empty_strided(m.shape, m.stride(), dtype=m.dtype,
                                               device=variant.device).copy_(m)
             continue
-        lo = min(m.storage_offset() for m in members)
-        hi = max(m.storage_offset() + _span(m) for m in members)
+        lo, hi = _bounds(members)
         dev = empty(hi - lo, dtype, g)
         dev.copy_(members[0].as_strided((hi - lo,), (1,), lo), non_blocking=True)
         for i, m in zip(idx, members, strict=True):
