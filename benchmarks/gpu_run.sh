@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: install, GPU tests, then the benchmark. Results land in $OUT.
 # Usage: bash benchmarks/gpu_run.sh [MODELS] [TEST_TIMEOUT_S] [BENCH_TIMEOUT_S]
+# Carry .whl (expecttest) with the call; see docs/design.md for what each file checks.
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -10,6 +11,14 @@ if ls .whl/*.whl >/dev/null 2>&1; then
 fi
 python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-timeout "${2:-240}" python3 -m pytest -q -m cuda tests/ -p no:cacheprovider -o log_level=WARNING 2>&1 | tee "$OUT/gpu_tests.txt" | tail -40
+# Each file on its own, with a per-test limit, so one slow file cannot hide the others' results;
+# junit XML keeps every test's outcome and message.
+for f in tests/test_cuda.py tests/test_cuda_reliability.py; do
+  name=$(basename "$f" .py)
+  timeout "${2:-240}" python3 -m pytest -q -m cuda "$f" -p no:cacheprovider -o log_level=WARNING \
+    --timeout 120 -rfE --tb=short --junitxml "$OUT/$name.xml" 2>&1 \
+    | grep -v "torch.__trace" > "$OUT/$name.txt"
+  grep -E "passed|failed|^FAILED|^ERROR" "$OUT/$name.txt" | tail -30
+done
 timeout "${3:-330}" python3 benchmarks/bench.py --models "${1:-launch-bound}" \
-  --out "$OUT/bench.json" 2>&1 | tee "$OUT/bench.txt" | tail -30
+  --out "$OUT/bench.json" --png "$OUT/bench.png" 2>&1 | tee "$OUT/bench.txt" | tail -30
