@@ -28,7 +28,7 @@ MODELS = {
 }
 SEQS = [512, 1024, 1536, 2048]
 SCHEDULES = ["sequential", "accum", "ffffbbbb", "1f1b"]
-BACKENDS = ["eager", "inductor", "reduce-overhead", "fxslots"]
+BACKENDS = ["eager", "inductor", "reduce-overhead", "fxslots", "fxslots-recompute"]
 SLOTS = {"sequential": 1, "accum": 1, "ffffbbbb": 4, "1f1b": 2}
 STEPS = 12
 
@@ -98,7 +98,8 @@ def run_case(model_name, schedule, backend):
         elif backend == "reduce-overhead":
             f = torch.compile(m, mode="reduce-overhead")
         else:
-            f = torch.compile(m, backend="fxslots", options={"slots": SLOTS[schedule]})
+            extra = {"recompute": "pointwise"} if backend == "fxslots-recompute" else {}
+            f = torch.compile(m, backend="fxslots", options={"slots": SLOTS[schedule], **extra})
         step = step_fn(schedule, xs, mark)
         t0 = time.perf_counter()
         for _ in range(3):
@@ -118,7 +119,7 @@ def run_case(model_name, schedule, backend):
         row["peak_steady_gib"] = (torch.cuda.max_memory_allocated() - base) / 2**30
         row["peak_alloc_gib"] = max(row["peak_warm_gib"], row["peak_steady_gib"])
         row["reserved_gib"] = torch.cuda.memory_reserved() / 2**30
-        if backend == "fxslots":
+        if backend.startswith("fxslots"):
             _fxslots_figures(row)
         row["max_grad_err"] = _grad_error(m, ref, f, step, set_to_none)
     except Exception as e:  # noqa: BLE001 - a failing case is a row, not a crash

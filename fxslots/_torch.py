@@ -110,3 +110,22 @@ def foreach_copy_(dst: list[torch.Tensor], src: list[torch.Tensor]) -> None:
     else:
         for d, s in zip(dst, src, strict=True):
             d.copy_(s)
+
+
+def mark_recompute(joint: Any, choose: Callable[[Any], bool]) -> int:
+    """Tag the joint graph's forward ops that ``choose`` picks as "prefer recompute", the way
+    selective activation checkpointing tags them, so the partitioner recomputes them in backward
+    instead of saving their outputs. Returns how many were tagged."""
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    backward = set()
+    for n in joint.graph.nodes:
+        if (n.op == "placeholder" and "tangent" in n.name) or any(a in backward for a in n.all_input_nodes):
+            backward.add(n)
+    tagged = 0
+    for n in joint.graph.nodes:
+        if n.op == "call_function" and n not in backward and "recompute" not in n.meta and choose(n):
+            n.meta["recompute"] = CheckpointPolicy.PREFER_RECOMPUTE
+            n.meta["ac_graph_id"] = 0
+            tagged += 1
+    return tagged

@@ -27,7 +27,7 @@ from .passes import (
     unplaceable_reason,
     verify_forward,
 )
-from .policies import PARTITIONERS, choose_offload
+from .policies import PARTITIONERS, RECOMPUTE, choose_offload
 from .printing import format_graph
 from .runtime import EagerExecutor, SlotRing, SymbolBinder, Variant, boxed, warn_fallback
 from .schemas import ArenaPlan, SavedSet, Write
@@ -99,6 +99,10 @@ class _Compiler:
 
     def partition(self, joint: fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int,
                   **kwargs: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
+        if self.options.recompute != "none":
+            n = _torch.mark_recompute(joint, RECOMPUTE[self.options.recompute])
+            log.info("partition: %d forward ops marked for recomputation (%s)", n,
+                     self.options.recompute)
         fw, bw = PARTITIONERS[self.options.partitioner](
             joint, joint_inputs, num_fwd_outputs=num_fwd_outputs, **kwargs)
         if joint_inputs is not None and len(joint_inputs) == 0:

@@ -41,6 +41,9 @@ class Options:
     """Raise instead of warning when a graph cannot use slots and falls back."""
     partitioner: str = "min_cut"
     """How AOTAutograd splits forward from backward: a name in ``fxslots.policies.PARTITIONERS``."""
+    recompute: str = "none"
+    """Forward ops to recompute in backward instead of saving: a name in
+    ``fxslots.policies.RECOMPUTE`` ('none' or 'pointwise')."""
     offload: str = "none"
     """Which saved groups go to the slot's host arena: 'none', 'all' or 'above:<bytes>'."""
 
@@ -58,7 +61,12 @@ class Options:
             raise OptionsError(
                 f"fxslots option 'max_arena_bytes' must be positive or None, got {self.max_arena_bytes}"
             )
-        from .policies import PARTITIONERS, parse_offload
+        from .policies import PARTITIONERS, RECOMPUTE, parse_offload
+
+        if self.recompute not in RECOMPUTE:
+            raise OptionsError(
+                f"fxslots option 'recompute' must be one of {sorted(RECOMPUTE)}, "
+                f"got {self.recompute!r}")
 
         try:
             parse_offload(self.offload)
@@ -100,6 +108,7 @@ _TYPES = {
     "strict": (bool,),
     "partitioner": (str,),
     "offload": (str,),
+    "recompute": (str,),
 }
 
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import sympy
+import torch
 
 from . import _torch
 from .schemas import SavedSet, Source
@@ -63,3 +64,17 @@ def parse_offload(spec: str) -> tuple[str, int | None]:
 def choose_offload(spec: str, saved: SavedSet) -> frozenset[int]:
     name, arg = parse_offload(spec)
     return OFFLOAD[name](saved, arg)
+
+
+def _is_pointwise(node) -> bool:
+    tags = getattr(node.target, "tags", ())
+    return torch.Tag.pointwise in tags and torch.Tag.nondeterministic_seeded not in tags
+
+
+RECOMPUTE: dict[str, Callable[[Any], bool]] = {
+    # Save what the partitioner chooses.
+    "none": lambda node: False,
+    # Recompute deterministic pointwise ops (gelu, tanh, mul...) in backward from their inputs
+    # instead of saving their outputs: one cheap kernel in backward for a saved tensor less.
+    "pointwise": _is_pointwise,
+}

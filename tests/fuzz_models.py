@@ -334,6 +334,8 @@ def draw_case(draw: Any, *, max_ops: int = 4, max_variants: int = 3,
         options.append(("alignment", 16))
     if draw.integer(0, 3) == 0:
         options.append(("partitioner", "default"))
+    if draw.integer(0, 3) == 0:
+        options.append(("recompute", "pointwise"))
     if draw.integer(0, 2) == 0:  # random offload choices: every group, or the bigger ones
         options.append(("offload", draw.choice(["all", "above:64", "above:512"])))
     return Case(

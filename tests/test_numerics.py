@@ -80,3 +80,24 @@ def test_offloaded_groups_reload_bitwise(name, offload):
     model, make = model_and_inputs(name)
     ours = train(model, make, "fxslots", 2, False, offload=offload)
     assert_equal(ours, train(model, make, "aot_eager", 2, False), exact=True)
+
+
+@pytest.mark.parametrize("name", ["mlp", "attention", "gpt"])
+def test_recomputing_pointwise_ops_stays_bitwise(name):
+    model, make = model_and_inputs(name)
+    ours = train(model, make, "fxslots", 2, False, recompute="pointwise")
+    assert_equal(ours, train(model, make, "aot_eager", 2, False), exact=True)
+
+
+def test_recomputing_pointwise_ops_saves_fewer_bytes():
+    layers = []
+    for _ in range(6):
+        layers += [torch.nn.Linear(64, 64, bias=False), torch.nn.GELU()]
+    x = torch.randn(1, 32, 64)
+
+    def slot_bytes(**options):
+        (_, plan), = fxslots.explain(torch.nn.Sequential(*layers), x, **options).plans
+        return int(plan.slot_bytes)
+
+    # Each layer saved its mm and its gelu output; now the gelu is recomputed from the mm.
+    assert slot_bytes(recompute="pointwise") < 0.6 * slot_bytes()
