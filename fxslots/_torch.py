@@ -112,20 +112,9 @@ def foreach_copy_(dst: list[torch.Tensor], src: list[torch.Tensor]) -> None:
             d.copy_(s)
 
 
-def mark_recompute(joint: Any, choose: Callable[[Any], bool]) -> int:
-    """Tag the joint graph's forward ops that ``choose`` picks as "prefer recompute", the way
-    selective activation checkpointing tags them, so the partitioner recomputes them in backward
-    instead of saving their outputs. Returns how many were tagged."""
-    from torch.utils.checkpoint import CheckpointPolicy
 
-    backward = set()
-    for n in joint.graph.nodes:
-        if (n.op == "placeholder" and "tangent" in n.name) or any(a in backward for a in n.all_input_nodes):
-            backward.add(n)
-    tagged = 0
-    for n in joint.graph.nodes:
-        if n.op == "call_function" and n not in backward and "recompute" not in n.meta and choose(n):
-            n.meta["recompute"] = CheckpointPolicy.PREFER_RECOMPUTE
-            n.meta["ac_graph_id"] = 0
-            tagged += 1
-    return tagged
+def inputs_mutated() -> bool:
+    """Whether the graph being compiled mutates any of its inputs' data (AOTAutograd's view)."""
+    ctx = torch._guards.TracingContext.try_get()
+    meta = getattr(ctx, "fw_metadata", None) if ctx is not None else None
+    return any(getattr(i, "mutates_data", False) for i in getattr(meta, "input_info", None) or [])

@@ -24,6 +24,7 @@ from .passes import (
     annotate_backward,
     collect_inputs,
     rewrite_forward,
+    tag_recompute,
     unplaceable_reason,
     verify_forward,
 )
@@ -100,9 +101,9 @@ class _Compiler:
     def partition(self, joint: fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int,
                   **kwargs: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
         if self.options.recompute != "none":
-            n = _torch.mark_recompute(joint, RECOMPUTE[self.options.recompute])
-            log.info("partition: %d forward ops marked for recomputation (%s)", n,
-                     self.options.recompute)
+            observe("tag_recompute", tag_recompute, joint, RECOMPUTE[self.options.recompute],
+                    _torch.inputs_mutated(),
+                    summary=lambda n: f"{n} forward ops to recompute ({self.options.recompute})")
         fw, bw = PARTITIONERS[self.options.partitioner](
             joint, joint_inputs, num_fwd_outputs=num_fwd_outputs, **kwargs)
         if joint_inputs is not None and len(joint_inputs) == 0:

@@ -24,6 +24,7 @@ import torch.fx as fx
 from . import _torch
 from .errors import CaptureError
 from .options import Options
+from .passes.collect import mutated_placeholders
 from .runtime import (
     Slot,
     Variant,
@@ -299,18 +300,9 @@ def _drop_frames(e: BaseException | None) -> None:
 
 
 def _mutated_inputs(gm: fx.GraphModule) -> set[int]:
-    """Placeholders the graph writes in place (AOTAutograd keeps some input mutations, such
-    as ``x.mul_(2)`` on an input, inside the graph as ``copy_(x, ...)``)."""
-    order = {p: i for i, p in enumerate(gm.graph.find_nodes(op="placeholder"))}
-    out = set()
-    for n in gm.graph.nodes:
-        schema = getattr(n.target, "_schema", None)
-        if schema is None or not n.args:
-            continue
-        for arg, value in zip(schema.arguments, n.args):
-            if arg.alias_info is not None and arg.alias_info.is_write and value in order:
-                out.add(order[value])
-    return out
+    """Indices of the placeholders the graph writes in place."""
+    mutated = mutated_placeholders(gm)
+    return {i for i, p in enumerate(gm.graph.find_nodes(op="placeholder")) if p in mutated}
 
 
 def _write_back(args: list[Any], pairs) -> None:

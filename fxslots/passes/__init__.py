@@ -3,6 +3,7 @@
 from .collect import collect_inputs, collect_saved, find_out_overload
 from .observe import observe
 from .plan import plan_arena, unplaceable_reason
+from .recompute import tag_recompute
 from .rewrite import annotate_backward, rewrite_forward
 from .verify import verify_forward
 
@@ -14,6 +15,7 @@ __all__ = [
     "observe",
     "plan_arena",
     "rewrite_forward",
+    "tag_recompute",
     "unplaceable_reason",
     "verify_forward",
 ]

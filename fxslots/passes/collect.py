@@ -94,6 +94,21 @@ def find_out_overload(target: Any) -> tuple[Any, str | None]:
     return None, f"{packet} has no out= form with the arguments of {target}"
 
 
+def mutated_placeholders(gm: fx.GraphModule) -> set[fx.Node]:
+    """Placeholders some op writes in place (AOTAutograd keeps some input mutations, such as
+    ``x.mul_(2)`` on an input, inside the graph as ``copy_(x, ...)``)."""
+    placeholders = set(gm.graph.find_nodes(op="placeholder"))
+    out = set()
+    for n in gm.graph.nodes:
+        schema = getattr(n.target, "_schema", None)
+        if schema is None:
+            continue
+        for arg, value in zip(schema.arguments, n.args):
+            if arg.alias_info is not None and arg.alias_info.is_write and value in placeholders:
+                out.add(value)
+    return out
+
+
 def resolve_overload(qualname: str) -> _torch.OpOverload:
     """``"aten::mm.out"`` -> ``torch.ops.aten.mm.out``."""
     ns, rest = qualname.split("::")
