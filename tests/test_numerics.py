@@ -101,3 +101,14 @@ def test_recomputing_pointwise_ops_saves_fewer_bytes():
 
     # Each layer saved its mm and its gelu output; now the gelu is recomputed from the mm.
     assert slot_bytes(recompute="pointwise") < 0.6 * slot_bytes()
+
+
+def test_recompute_leaves_ops_on_mutated_inputs_saved():
+    # Found by the fuzzer: recomputing the ops on an input the model mutates in place saved the
+    # mutated input itself, a reference cycle that kept a dropped microbatch's slot forever.
+    from tests.fuzz_models import Case, check_case
+
+    check_case(Case(ops=("matmul",), shapes=((1, 1),), schedules=((("F", 0, 0), ("D", 0), ("Z",)),
+                                                                 (("F", 0, 0), ("B", 0))),
+                    slots=1, dynamic=False, mutate_input=True, two_outputs=False,
+                    options=(("recompute", "pointwise"),), seed=0))
