@@ -112,9 +112,3 @@ def foreach_copy_(dst: list[torch.Tensor], src: list[torch.Tensor]) -> None:
             d.copy_(s)
 
 
-
-def inputs_mutated() -> bool:
-    """Whether the graph being compiled mutates any of its inputs' data (AOTAutograd's view)."""
-    ctx = torch._guards.TracingContext.try_get()
-    meta = getattr(ctx, "fw_metadata", None) if ctx is not None else None
-    return any(getattr(i, "mutates_data", False) for i in getattr(meta, "input_info", None) or [])

@@ -102,7 +102,6 @@ class _Compiler:
                   **kwargs: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
         if self.options.recompute != "none":
             observe("tag_recompute", tag_recompute, joint, RECOMPUTE[self.options.recompute],
-                    _torch.inputs_mutated(),
                     summary=lambda n: f"{n} forward ops to recompute ({self.options.recompute})")
         fw, bw = PARTITIONERS[self.options.partitioner](
             joint, joint_inputs, num_fwd_outputs=num_fwd_outputs, **kwargs)

@@ -286,7 +286,6 @@ class Variant:
     offloaded_args: list[list[int]] = field(default_factory=list)  # per offloaded group
     executor: Any = None  # runs graphs: eager on CPU, captured CUDA graphs on CUDA
     layouts: dict[tuple, ViewLayout] = field(default_factory=dict)
-    runs: int = 0
 
     def layout(self, args: Sequence[Any]) -> ViewLayout:
         env = self.binder.bind(args)
@@ -309,7 +308,6 @@ class Variant:
         except BaseException:
             self.ring.release(slot)
             raise
-        self.runs += 1
         return out
 
     def backward(self, args: list[Any]) -> Any:

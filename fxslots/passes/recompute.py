@@ -12,8 +12,7 @@ from torch.utils.checkpoint import CheckpointPolicy
 from .collect import mutated_placeholders
 
 
-def tag_recompute(joint: fx.GraphModule, choose: Callable[[Any], bool],
-                  inputs_mutated: bool = False) -> int:
+def tag_recompute(joint: fx.GraphModule, choose: Callable[[Any], bool]) -> int:
     """Tag the forward ops ``choose`` picks as "prefer recompute"; returns how many.
 
     Never tags an op computed from an input the graph mutates: backward would recompute it from
@@ -23,8 +22,6 @@ def tag_recompute(joint: fx.GraphModule, choose: Callable[[Any], bool],
     Functionalization copies an input before mutating it (``clone(primals_k)``), so such
     clones, and everything computed from them, stay untagged too.
     """
-    if inputs_mutated:
-        return 0
     mutated = mutated_placeholders(joint)
     backward: set[fx.Node] = set()
     tainted: set[fx.Node] = set(mutated)
