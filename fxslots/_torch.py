@@ -28,6 +28,7 @@ __all__ = [
     "min_cut_rematerialization_partition",
     "StorageWeakRef",
     "current_frame_id",
+    "end_allocate_to_pool",
     "keep_graph",
     "storage_alias",
     "shape_env_of",
@@ -112,3 +113,15 @@ def foreach_copy_(dst: list[torch.Tensor], src: list[torch.Tensor]) -> None:
             d.copy_(s)
 
 
+
+
+def end_allocate_to_pool(device_index: int, pool: Any) -> bool:
+    """Stop routing this device's allocations to ``pool`` after a capture that ``capture_end``
+    abandoned half-way (an invalidated capture raises before it gets there). Returns whether
+    the allocator was still recording, i.e. whether the capture's hold on the pool leaked."""
+    try:
+        torch._C._cuda_endAllocateToPool(device_index, pool)
+    except RuntimeError:  # "not currently recording": capture_end got that far itself
+        return False
+    torch._C._cuda_releasePool(device_index, pool)
+    return True

@@ -231,8 +231,10 @@ class GraphExecutor:
         torch.cuda.synchronize()
         graph = torch.cuda.CUDAGraph()
         tracker = _NodeTracker(gm)
+        pool = shared_pool(variant.device)
+        stream = torch.cuda.current_stream(variant.device)
         try:
-            with torch.cuda.graph(graph, pool=shared_pool(variant.device)):
+            with torch.cuda.graph(graph, pool=pool):
                 outs = tracker.run(*gargs)
         except Exception as e:  # noqa: BLE001 - any failure to capture is reported the same way
             node = tracker.current
@@ -241,7 +243,7 @@ class GraphExecutor:
             tracker.env = {}
             _drop_frames(e)
             del graph
-            torch.cuda.synchronize()
+            _recover(variant.device, pool, stream)
             counters["capture_failures"] += 1
             where = f"node {node.name} ({node.target})" if node is not None else "its start"
             first = str(e).strip().splitlines()[0] if str(e).strip() else ""
@@ -254,6 +256,7 @@ class GraphExecutor:
                 self.uncaptured.add(key)
                 return None
             raise CaptureError(msg) from e
+        tracker.env = {}  # the interpreter keeps its output values: this forward's slot views
         counters["captures"] += 1
         log.info("%s: captured %s graph for slot %d (%d captures in all)", variant.name,
                  direction, slot.index, counters["captures"])
@@ -262,6 +265,10 @@ class GraphExecutor:
                        if isinstance(a, torch.Tensor) and i not in staged)
         staging = variant.ring.bw_staging
         mutated = self._mutated if direction == "forward" else set()
+        # Replays stage into the same bytes, but through the arena itself: a view of this
+        # forward's alias kept here would hold its slot pending forever.
+        arena = slot.arena.untyped_storage()
+        stage = tuple((i, _rebase(v, arena)) for i, v in stage)
         cap = _Captured(graph, static, stage,
                         _describe_outputs(outs, gargs, slot, direction, staging),
                         tuple((i, dst) for i, dst in stage if i in mutated))
@@ -289,6 +296,27 @@ class GraphExecutor:
                 for j, v in zip(outs, make_views(alias, where, None, runs), strict=True):
                     result[j] = v
         return result
+
+
+def _recover(device: torch.device, pool: Any, stream: torch.cuda.Stream) -> None:
+    """Undo what a capture that failed inside ``capture_end`` (an invalidated capture: a host
+    sync, say) left behind, since ``torch.cuda.graph``'s exit stops at that error: the current
+    stream, the allocator's routing into the shared pool and, on torch versions that keep one
+    capture flag per RNG generator, that flag (a capture that completes clears it)."""
+    torch.cuda.set_stream(stream)
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if _torch.end_allocate_to_pool(index, pool):
+        reset = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(reset):
+            torch.empty(1, device=device).zero_()
+        del reset
+    torch.cuda.synchronize(device)
+
+
+def _rebase(view: torch.Tensor, storage: Any) -> torch.Tensor:
+    """``view``'s geometry over ``storage`` (the same bytes, another owner)."""
+    return torch.empty(0, dtype=view.dtype, device=view.device).set_(
+        storage, view.storage_offset(), tuple(view.shape), view.stride())
 
 
 def _drop_frames(e: BaseException | None) -> None:

@@ -8,6 +8,7 @@ import sympy
 import torch
 
 from . import _torch
+from .passes.plan import copied_whole
 from .schemas import SavedSet, Source
 
 PARTITIONERS = {
@@ -19,9 +20,15 @@ PARTITIONERS = {
 
 
 def _slotted(saved: SavedSet):
-    """Groups that may be offloaded: slotted, and of one dtype (reloaded as one span)."""
-    return [g for g in saved.groups if g.source is Source.INTERMEDIATE
-            and len({saved.tensor(m).dtype for m in g.members}) == 1]
+    """Groups that may be offloaded: slotted, of one dtype (reloaded as one span), and moved
+    by one dense copy (see ``copied_whole``)."""
+    out = []
+    for g in saved.groups:
+        members = [saved.tensor(m) for m in g.members]
+        if (g.source is Source.INTERMEDIATE and len({m.dtype for m in members}) == 1
+                and copied_whole(g, members)):
+            out.append(g)
+    return out
 
 
 def _smallest(saved: SavedSet, nbytes: sympy.Expr) -> int:

@@ -167,6 +167,10 @@ class SlotRing:
 
     def release(self, slot: Slot) -> None:
         if self.options.debug:
+            if slot.host_arena is not None and slot.device.type == "cuda":
+                # The host is about to write bytes that a reload queued on the GPU may still
+                # be reading.
+                torch.cuda.current_stream(slot.device).synchronize()
             for arena in (slot.arena, slot.host_arena):
                 if arena is not None:
                     arena.fill_(0xFF)  # all-ones bytes read as NaN in every float format

@@ -23,3 +23,13 @@ def _fresh_compile_state():
     fxslots.reset()
     yield
     fxslots.reset()
+
+
+def pytest_runtest_logreport(report):
+    # On the GPU machine a run can be cut off by its time limit before pytest prints its
+    # summary; FXSLOTS_FAILURES_FILE receives each failure the moment it happens.
+    path = os.environ.get("FXSLOTS_FAILURES_FILE")
+    if path and report.failed:
+        with open(path, "a") as f:
+            f.write(f"==== {report.nodeid} ({report.when}, {report.duration:.1f}s)\n")
+            f.write(report.longreprtext[-6000:] + "\n")

@@ -10,14 +10,17 @@ against aot_eager bitwise. The real thing runs in tests/test_cuda.py on a GPU.
 from __future__ import annotations
 
 import contextlib
+import os
+import warnings
 
 import pytest
 import torch
 
 import fxslots
-from fxslots import backend, cudagraphs
+from fxslots import _torch, backend, cudagraphs
 from examples.models import MLP, Attention
 from tests.helpers import assert_same, run, schedule_1f1b, schedule_ffbb
+from tests.fuzz_models import RandomDraw, check_case, draw_case
 from tests.test_golden import InPlaceInput
 
 
@@ -39,15 +42,37 @@ class _StandInGraph:
 class _RecordingTracker(cudagraphs._NodeTracker):
     def run(self, *args):
         # A capture records kernels without running them: undo what running them wrote.
-        before = [(a, a.clone()) for a in args if isinstance(a, torch.Tensor)]
+        storages = {a.untyped_storage().data_ptr(): a.untyped_storage() for a in args
+                    if isinstance(a, torch.Tensor)}
+        before = [(b, b.clone()) for b in (torch.empty(0, dtype=torch.uint8).set_(st)
+                                           for st in storages.values())]
+        rng = torch.get_rng_state()  # nor does it draw random numbers: replays do
         outs = super().run(*args)
-        for a, b in before:
-            if not torch.equal(a, b):
-                a.data.copy_(b)  # .data: no version bump, as a capture bumps none
+        torch.set_rng_state(rng)
+        for b, saved in before:  # bytes, under the tensors: no version bump, as in a capture
+            b.copy_(saved)
         graph = _StandInGraph.capturing
-        graph.rerun = lambda: torch.fx.Interpreter(self.module).run(*args)
-        graph.outs = outs  # a real graph keeps its outputs' bytes; so does the stand-in
+        # A real graph keeps addresses, not tensors: neither may the stand-in, or it would keep
+        # a forward's alias (and so its slot) alive, which the real thing never does.
+        fixed, module = [_unowned(a) for a in args], self.module
+        graph.rerun = lambda: torch.fx.Interpreter(module).run(*fixed)
+        graph.outs = [_unowned(o) for o in outs]
+        # ... except its pool: outputs outside the slot arenas stay reserved, as pool memory.
+        arenas = {a.data_ptr() for r in backend._rings.values() for sl in r.slots
+                  for a in (sl.arena, sl.host_arena) if a is not None}
+        graph.pool = [o.untyped_storage() for o in outs if isinstance(o, torch.Tensor)
+                      and o.untyped_storage().data_ptr() not in arenas]
         return outs
+
+
+def _unowned(a):
+    """The same bytes and geometry over a storage that does not own (or keep alive) them."""
+    if not isinstance(a, torch.Tensor):
+        return a
+    st = a.untyped_storage()
+    alias = _torch.storage_alias(st.data_ptr(), a.device, st.nbytes())
+    return torch.empty(0, dtype=a.dtype, device=a.device).set_(
+        alias, a.storage_offset(), tuple(a.shape), a.stride())
 
 
 @contextlib.contextmanager
@@ -67,6 +92,8 @@ def stand_in_graphs(monkeypatch):
     monkeypatch.setattr(torch.cuda, "CUDAGraph", _StandInGraph)
     monkeypatch.setattr(torch.cuda, "graph", _capture)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda *a, **k: None)
+    monkeypatch.setattr(cudagraphs, "_recover", lambda *a, **k: None)
     _StandInGraph.replays = 0
     yield
 
@@ -123,3 +150,28 @@ def test_dynamic_shapes_capture_one_graph_per_concrete_shape(stand_in_graphs):
     assert_same(ours, run(model, "aot_eager", xs, sched, steps=2, dynamic=True,
                           set_to_none=False))
     assert _StandInGraph.replays > 0
+
+
+def test_a_dropped_microbatch_frees_its_slot_under_replay(stand_in_graphs):
+    """Replays stage inputs into the slot: what they keep for that must not hold a forward's
+    alias, or a microbatch dropped without its backward would keep its slot for ever."""
+    torch.manual_seed(0)
+    f = torch.compile(MLP(), backend="fxslots", options={"slots": 1})
+    x = torch.randn(4, 16)
+    f(x).sum().backward()  # warm-up
+    for _ in range(3):  # the capture, then replays, each dropped
+        out = f(x)
+        del out
+        assert sum(r.pending() for r in backend._rings.values()) == 0
+    assert backend.counters["captures"] > 0
+    f(x).sum().backward()
+
+
+@pytest.mark.parametrize("seed", range(int(os.environ.get("FXSLOTS_FUZZ_STAND_IN", "12"))))
+def test_fuzz_under_the_stand_in(stand_in_graphs, seed):
+    """The schedule fuzzer's grammar through the graph executor (the GPU profile's draws),
+    bitwise against aot_eager, so its bookkeeping is fuzzed in CI too."""
+    case = draw_case(RandomDraw(10_000 + seed), max_ops=5, max_variants=3, max_schedules=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check_case(case, device="cpu", exact=True)

@@ -128,11 +128,10 @@ def _place(g: StorageGroup, members: list[SavedTensor], offset: sympy.Expr, writ
                                 / m.itemsize), host)
         for m in members
     )
-    covering = [m for m in members
-                if m.dense and sympy.simplify(m.nbytes - g.nbytes) == 0]
-    if covering:  # one member holds every byte: copy it, the others alias it
-        copies = (covering[0].name,)
-        copied = covering[0].compact_bytes
+    covering = _covering_member(g, members)
+    if covering is not None:  # one member holds every byte: copy it, the others alias it
+        copies = (covering.name,)
+        copied = covering.compact_bytes
     elif g.root is not None and _root_covers(g):  # copy the storage's producer once
         r = g.root
         views = (SlotView(("host_" if host else "slot_") + r.name, r.name, r.dtype, r.shape,
@@ -144,6 +143,18 @@ def _place(g: StorageGroup, members: list[SavedTensor], offset: sympy.Expr, writ
         copied = sum((m.compact_bytes for m in members), sympy.Integer(0))
     return Placement(g.id, write, offset, g.nbytes, copies, sympy.simplify(copied), views,
                      reason)
+
+
+def copied_whole(g: StorageGroup, members: list[SavedTensor]) -> bool:
+    """Whether one dense tensor (a member, or the group's root) fills the group's span, so a
+    single copy moves it. Offloading needs that: a copy to host memory that is not one dense
+    block goes through a pageable temporary, which is synchronous and illegal in a capture."""
+    return _covering_member(g, members) is not None or (g.root is not None and _root_covers(g))
+
+
+def _covering_member(g: StorageGroup, members: list[SavedTensor]) -> SavedTensor | None:
+    return next((m for m in members if m.dense and sympy.simplify(m.nbytes - g.nbytes) == 0),
+                None)
 
 
 def _root_covers(g: StorageGroup) -> bool:

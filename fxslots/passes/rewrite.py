@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 import torch.fx as fx
 
+from .._torch import size_hint
 from ..schemas import ArenaPlan, SavedSet, Write
 from .collect import resolve_overload
 
@@ -73,12 +74,26 @@ def _insert_copy(graph: fx.Graph, src: fx.Node, dst: fx.Node, stride, p) -> fx.N
             if st == 0:
                 s = graph.call_function(aten.slice.Tensor, (s, dim, 0, 1))
                 d = graph.call_function(aten.slice.Tensor, (d, dim, 0, 1))
+        if p.write is Write.OFFLOAD:
+            # copy_ to host memory goes through a pageable temporary (synchronous, and illegal
+            # in a capture) unless both sides are contiguous: walk the dense tensor in memory
+            # order. The planner only offloads groups that one dense copy moves.
+            order = _memory_order(src)
+            if order != sorted(order):
+                s = graph.call_function(aten.permute.default, (s, order))
+                d = graph.call_function(aten.permute.default, (d, order))
         # Device to pinned host memory: asynchronous, and capturable in a CUDA graph.
         args = (d, s, True) if p.write is Write.OFFLOAD else (d, s)
         copy = graph.call_function(aten.copy_.default, args)
     copy.meta[SLOT_META] = _note(p)
     # The slot view itself carries the full (expanded) layout the backward expects.
     return copy if d is dst else dst
+
+
+def _memory_order(node: fx.Node) -> list[int]:
+    """Dimensions from the largest stride to the smallest (ties keep their order)."""
+    strides = [size_hint(st) for st in node.meta["val"].stride()]
+    return sorted(range(len(strides)), key=lambda i: -strides[i])
 
 
 def _note(p) -> str:
