@@ -179,6 +179,8 @@ def main():
         print(json.dumps(run_case(*args.case)))
         return
     rows = []
+    out = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
+                                   "h200.json")
     for model in args.models.split(","):
         for sched in args.schedules.split(","):
             for be in args.backends.split(","):
@@ -191,11 +193,7 @@ def main():
                     model=model, schedule=sched, case=be, error=p.stderr.strip()[-300:])
                 rows.append(row)
                 print(_fmt(row), flush=True)
-    out = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
-                                   "h200.json")
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w") as fh:
-        json.dump(rows, fh, indent=1)
+                _write(out, rows)  # after every case: a run cut short keeps what it measured
     print()
     print(table(rows))
     print(f"\nwrote {out}")
@@ -204,6 +202,12 @@ def main():
 
         render(out, args.png)
         print(f"wrote {args.png}")
+
+
+def _write(out, rows):
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    with open(out, "w") as fh:
+        json.dump(rows, fh, indent=1)
 
 
 def _fmt(r):

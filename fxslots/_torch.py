@@ -27,6 +27,7 @@ __all__ = [
     "default_partition",
     "min_cut_rematerialization_partition",
     "StorageWeakRef",
+    "clear_cublas_workspaces",
     "current_frame_id",
     "end_allocate_to_pool",
     "keep_graph",
@@ -125,3 +126,8 @@ def end_allocate_to_pool(device_index: int, pool: Any) -> bool:
         return False
     torch._C._cuda_releasePool(device_index, pool)
     return True
+
+
+def clear_cublas_workspaces() -> None:
+    """Drop cuBLAS's cached workspaces (the next matmul allocates one where it runs)."""
+    torch._C._cuda_clearCublasWorkspaces()

@@ -13,6 +13,8 @@ tensors outlive other replays until their backward) and persistent ``.grad`` buf
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 import warnings
 from dataclasses import dataclass
@@ -234,7 +236,7 @@ class GraphExecutor:
         pool = shared_pool(variant.device)
         stream = torch.cuda.current_stream(variant.device)
         try:
-            with torch.cuda.graph(graph, pool=pool):
+            with _capturing(graph, pool):
                 outs = tracker.run(*gargs)
         except Exception as e:  # noqa: BLE001 - any failure to capture is reported the same way
             node = tracker.current
@@ -246,9 +248,10 @@ class GraphExecutor:
             _recover(variant.device, pool, stream)
             counters["capture_failures"] += 1
             where = f"node {node.name} ({node.target})" if node is not None else "its start"
-            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            root = _root_cause(e)  # what went wrong first, not the capture's own complaint
+            first = str(root).strip().splitlines()[0] if str(root).strip() else ""
             msg = (f"fxslots: capturing the {direction} graph of {variant.name} (slot "
-                   f"{slot.index}) as a CUDA graph failed at {where}: {type(e).__name__}: "
+                   f"{slot.index}) as a CUDA graph failed at {where}: {type(root).__name__}: "
                    f"{first}. Set options={{'on_capture_failure': 'eager'}} to run this graph "
                    f"without a CUDA graph, or options={{'cudagraphs': False}} for the whole model")
             if self.options.on_capture_failure == "eager":
@@ -298,19 +301,57 @@ class GraphExecutor:
         return result
 
 
+@contextlib.contextmanager
+def _capturing(graph: torch.cuda.CUDAGraph, pool: Any):
+    """Capture into ``pool`` the way CUDA graph trees do, so nothing outside this thread's own
+    work can spoil it: other threads' CUDA calls are allowed ("thread_local"), the garbage
+    collector cannot run finalizers (freeing tensors, destroying graphs) in the middle, and
+    cuBLAS takes a fresh workspace from the pool, accounted there as scratch, instead of one a
+    warm-up left outside it."""
+    enabled = gc.isenabled()
+    gc.disable()
+    _torch.clear_cublas_workspaces()
+    try:
+        with torch.cuda.graph(graph, pool=pool, capture_error_mode="thread_local"):
+            yield
+    finally:
+        _torch.clear_cublas_workspaces()
+        if enabled:
+            gc.enable()
+
+
 def _recover(device: torch.device, pool: Any, stream: torch.cuda.Stream) -> None:
     """Undo what a capture that failed inside ``capture_end`` (an invalidated capture: a host
     sync, say) left behind, since ``torch.cuda.graph``'s exit stops at that error: the current
     stream, the allocator's routing into the shared pool and, on torch versions that keep one
-    capture flag per RNG generator, that flag (a capture that completes clears it)."""
+    capture flag per RNG generator, that flag. A capture that completes on the pool proves it
+    usable again and clears the flag; where some allocator (the pinned host one has no Python
+    hook) still counts the pool as recording, the pool is retired: graphs captured in it keep
+    working, new ones go to a fresh pool."""
     torch.cuda.set_stream(stream)
     index = device.index if device.index is not None else torch.cuda.current_device()
-    if _torch.end_allocate_to_pool(index, pool):
-        reset = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(reset):
-            torch.empty(1, device=device).zero_()
-        del reset
+    _torch.end_allocate_to_pool(index, pool)
+    try:
+        probe = torch.cuda.CUDAGraph()
+        with torch.device(device), torch.cuda.graph(probe, pool=pool):
+            torch.zeros(1).add_(1)
+        del probe
+    except RuntimeError as e:
+        torch.cuda.set_stream(stream)
+        _torch.end_allocate_to_pool(index, pool)
+        log.warning("fxslots: the failed capture left the shared CUDA graph pool unusable (%s); "
+                    "later graphs go to a new pool", str(e).strip().splitlines()[0])
+        _POOLS.pop(index, None)
+        shared_pool(device)  # its keeper is a capture that completes
     torch.cuda.synchronize(device)
+
+
+def _root_cause(e: BaseException) -> BaseException:
+    seen = set()
+    while id(e) not in seen and (e.__cause__ or e.__context__) is not None:
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return e
 
 
 def _rebase(view: torch.Tensor, storage: Any) -> torch.Tensor:

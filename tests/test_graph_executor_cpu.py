@@ -90,7 +90,7 @@ def stand_in_graphs(monkeypatch):
     monkeypatch.setattr(cudagraphs, "shared_pool", lambda device: None)
     monkeypatch.setattr(cudagraphs, "_NodeTracker", _RecordingTracker)
     monkeypatch.setattr(torch.cuda, "CUDAGraph", _StandInGraph)
-    monkeypatch.setattr(torch.cuda, "graph", _capture)
+    monkeypatch.setattr(cudagraphs, "_capturing", _capture)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
     monkeypatch.setattr(torch.cuda, "current_stream", lambda *a, **k: None)
     monkeypatch.setattr(cudagraphs, "_recover", lambda *a, **k: None)
