@@ -419,9 +419,8 @@ def _describe_outputs(outs: Any, gargs: list[Any], slot: Slot, direction: str,
         st = o.untyped_storage()
         arena = {base: "slot", host: "host"}.get(st.data_ptr()) if direction == "forward" else None
         if arena is not None:
-            off = o.data_ptr() - st.data_ptr()
-            assert off % o.element_size() == 0, "fxslots: a slot output is misaligned"
-            described.append(_Out(arena, geometry=(o.dtype, off // o.element_size(),
+            # storage_offset, not data_ptr: a zero-size tensor's data_ptr is 0
+            described.append(_Out(arena, geometry=(o.dtype, o.storage_offset(),
                                                    tuple(o.shape), o.stride())))
         elif st.data_ptr() in static:
             described.append(_Out("const", o))  # a parameter, or a view of one

@@ -136,7 +136,8 @@ def test_failed_capture_leaves_everything_as_it_was_and_a_retry_succeeds():
         _step(eager, x)
     assert error is not None, "capturing a graph with a host sync did not fail"
     assert "host_sync" in error and "'on_capture_failure'" in error, error
-    assert settled_allocated() == before, "the failed capture kept device memory"
+    # Less is fine (a capture starts by dropping cuBLAS's cached workspaces); more is a leak.
+    assert settled_allocated() <= before, "the failed capture kept device memory"
     assert arena_state() == arenas, "the failed capture changed the arenas"
     assert pending() == 0, "the failed forward kept its slot"
     assert fxb.counters["captures"] == captures
@@ -258,11 +259,11 @@ def test_mixed_devices_in_one_graph():
         def __init__(self):
             super().__init__()
             torch.manual_seed(0)
-            self.gpu = nn.Linear(8, 8).cuda()
-            self.cpu = nn.Linear(8, 8)
+            self.on_gpu = nn.Linear(8, 8).cuda()
+            self.on_cpu = nn.Linear(8, 8)  # not "cpu": that would shadow Module.cpu()
 
         def forward(self, x, y):
-            return torch.tanh(self.gpu(x)), torch.tanh(self.cpu(y))
+            return torch.tanh(self.on_gpu(x)), torch.tanh(self.on_cpu(y))
 
     eager, model = Both(), Both()
     c = torch.compile(model, backend="fxslots", options={"slots": 2})

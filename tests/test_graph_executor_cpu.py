@@ -175,3 +175,14 @@ def test_fuzz_under_the_stand_in(stand_in_graphs, seed):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         check_case(case, device="cpu", exact=True)
+
+
+def test_zero_size_and_transposed_inputs_are_staged(stand_in_graphs):
+    """A zero-size staged input sits at the same offset as an empty group: the plan checker
+    once compared their names to order them (an H200 run found it)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh())
+    xs = [torch.randn(8, 12).t() for _ in range(3)] + [torch.randn(0, 8) for _ in range(3)]
+    sched = [op for i in range(len(xs)) for op in (("F", i), ("B", i))]
+    ours = run(model, "fxslots", xs, sched, steps=1, set_to_none=False, options={"slots": 2})
+    assert_same(ours, run(model, "aot_eager", xs, sched, steps=1, set_to_none=False))

@@ -85,7 +85,7 @@ def _check_bytes(plan: ArenaPlan, saved: SavedSet) -> int:
         spans = sorted([(evaluate(p.offset, env), evaluate(p.nbytes, env), p.group)
                         for p in plan.placements if p.write.owns_bytes] + [
             (evaluate(v.storage_offset, env) * v.dtype.itemsize, _view_bytes(v, env), v.name)
-            for v in plan.staging])
+            for v in plan.staging], key=lambda span: span[:2])  # names and ids don't compare
         for (a, an, ga), (b, _, gb) in zip(spans, spans[1:]):
             assert a + an <= b, f"groups {ga} and {gb} overlap at {env}"
         for off, nb, g in spans:
@@ -93,7 +93,7 @@ def _check_bytes(plan: ArenaPlan, saved: SavedSet) -> int:
             assert off + nb <= cap, f"group {g} ends past the arena ({off}+{nb} > {cap}) at {env}"
         host_cap = evaluate(plan.host_capacity, env)
         host = sorted((evaluate(p.offset, env), evaluate(p.nbytes, env), p.group)
-                      for p in plan.placements if p.write is Write.OFFLOAD)
+                      for p in plan.placements if p.write is Write.OFFLOAD)  # ids: ints
         for (a, an, ga), (b, _, gb) in zip(host, host[1:]):
             assert a + an <= b, f"offloaded groups {ga} and {gb} overlap at {env}"
         assert all(off + nb <= host_cap for off, nb, _ in host), f"host arena overflow at {env}"
