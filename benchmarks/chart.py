@@ -9,7 +9,8 @@ The JSON is a list of rows (or an object whose "rows" holds them, with optional 
 The picture has one row of panels per model: step time on the left, peak memory on the right;
 schedules along x, one bar per case (eager, default compile, reduce-overhead, fxslots, then any
 other case in the order the rows name it). A case that failed is a red cross at the bottom of
-its place with the word "failed"; its error is listed under the chart. Needs matplotlib only.
+its place with the word "failed"; its error is listed under the chart. A case whose gradients
+were wrong (``max_grad_err`` past bf16 rounding) is hatched and says so. Needs matplotlib only.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ ROW_IN = 3.2
 HEADER_IN = 0.7
 NOTE_IN = 0.17
 MAX_NOTES = 20
+
+
+WRONG_GRADS = 1e-2  # relative gradient error past bf16 rounding: the gradients are wrong
 
 
 def load_rows(path: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -67,7 +71,7 @@ def failed(row: dict[str, Any], metric: str) -> bool:
 def _heights(rows: list[dict[str, Any]]) -> list[float]:
     """Panel row heights in inches: one per model, then one for the list of failures."""
     models = ordered([str(r["model"]) for r in rows])
-    notes = min(len([r for r in rows if r.get("error")]), MAX_NOTES + 1)
+    notes = min(len([r for r in rows if r.get("error")]), MAX_NOTES + 1) + any(map(_wrong, rows))
     return [ROW_IN] * max(1, len(models)) + ([NOTE_IN * (notes + 1)] if notes else [])
 
 
@@ -102,6 +106,7 @@ def build_figure(rows: list[dict[str, Any]], meta: dict[str, Any] | None = None,
     fig = Figure(figsize=(width, height), dpi=dpi, layout="constrained")
     FigureCanvasAgg(fig)
     errors = [r for r in rows if r.get("error")]
+    wrong = any(map(_wrong, rows))
     heights = _heights(rows)
     gs = fig.add_gridspec(len(heights), 2, height_ratios=heights)
     grid = [[fig.add_subplot(gs[m, 0]), fig.add_subplot(gs[m, 1])]
@@ -114,13 +119,16 @@ def build_figure(rows: list[dict[str, Any]], meta: dict[str, Any] | None = None,
         for col, (metric, label) in enumerate(METRICS):
             _panel(grid[m][col], mine, schedules, cases, colors, metric, label,
                    f"{model}: {label}")
-    if errors:
+    if errors or wrong:
         notes = fig.add_subplot(gs[-1, :])
         notes.axis("off")
         lines = [f"failed: {r['model']} / {r['schedule']} / {r['case']}: "
                  f"{_first_line(r['error'])}" for r in errors[:MAX_NOTES]]
         if len(errors) > MAX_NOTES:
             lines.append(f"... and {len(errors) - MAX_NOTES} more failures")
+        if wrong:
+            lines.append("hatched, 'wrong grads': after the timed steps, gradients accumulated "
+                         "over two more steps differ from eager's (max_grad_err in the JSON)")
         notes.text(0.0, 1.0, "\n".join(lines), va="top", ha="left", fontsize=7,
                    transform=notes.transAxes, color="#b00000", family="monospace",
                    in_layout=False, clip_on=True)
@@ -140,6 +148,10 @@ def _patch(color: str, label: str) -> Any:
     from matplotlib.patches import Patch
 
     return Patch(facecolor=color, label=label)
+
+
+def _wrong(row: dict[str, Any]) -> bool:
+    return float(row.get("max_grad_err") or 0.0) > WRONG_GRADS
 
 
 def _first_line(text: Any) -> str:
@@ -166,9 +178,13 @@ def _panel(ax: Any, rows: list[dict[str, Any]], schedules: list[str], cases: lis
                         ha="center", va="bottom", fontsize=7, color="#d00000")
                 continue
             v = float(row[metric])
+            # A case that ran but returned wrong gradients is hatched and says so: its speed
+            # is not a result.
+            wrong = _wrong(row)
             ax.bar(x, v, width=width * 0.92, color=colors[case], edgecolor="black",
-                   linewidth=0.5)
-            ax.text(x, v, f"{v:.3g}", ha="center", va="bottom", fontsize=6.5)
+                   linewidth=0.5, hatch="xxx" if wrong else None)
+            ax.text(x, v, f"{v:.3g}" + ("\nwrong\ngrads" if wrong else ""), ha="center",
+                    va="bottom", fontsize=6.5, color="#d00000" if wrong else "black")
     ax.set_xticks(range(len(schedules)), schedules, fontsize=8)
     ax.set_xlim(-0.5, len(schedules) - 0.5)
     ax.set_ylim(0, top * 1.15)

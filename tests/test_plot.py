@@ -391,6 +391,25 @@ def test_chart_orders_cases_draws_values_and_marks_failures():
                      "tensor output of CUDAGraphs that has been overwritten"]
 
 
+def test_chart_hatches_cases_with_wrong_gradients(tmp_path):
+    chart = _chart()
+    rows = [{**r, "max_grad_err": 6.6e27 if r["case"] == "reduce-overhead" else 0.0}
+            for r in ROWS]
+    fig = chart.build_figure(rows, {})
+    step = next(ax for ax in fig.axes if ax.get_title(loc="left") == "launch-bound: step time (ms)")
+    hatched = [round(p.get_height(), 6) for p in step.patches if p.get_hatch()]
+    assert hatched == [1.42]  # reduce-overhead's sequential bar; its 1f1b case failed outright
+    assert any("wrong" in t.get_text() for t in step.texts)
+    notes = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert any("gradients accumulated over two more steps differ" in n for n in notes)
+    assert not any(p.get_hatch() for ax in chart.build_figure(ROWS, {}).axes for p in ax.patches)
+    out = tmp_path / "chart.png"
+    src = tmp_path / "rows.json"
+    src.write_text(json.dumps(rows))
+    chart.render(str(src), str(out))
+    assert png_size(out) == expected_px(chart.figure_size(rows), 100)
+
+
 def test_chart_command_line(tmp_path):
     src = tmp_path / "results.json"
     src.write_text(json.dumps(ROWS))
