@@ -114,18 +114,15 @@ def foreach_copy_(dst: list[torch.Tensor], src: list[torch.Tensor]) -> None:
             d.copy_(s)
 
 
-
-
-def end_allocate_to_pool(device_index: int, pool: Any) -> bool:
+def end_allocate_to_pool(device_index: int, pool: Any) -> None:
     """Stop routing this device's allocations to ``pool`` after a capture that ``capture_end``
-    abandoned half-way (an invalidated capture raises before it gets there). Returns whether
-    the allocator was still recording, i.e. whether the capture's hold on the pool leaked."""
+    abandoned half-way (an invalidated capture raises before it gets there), and give back the
+    hold on the pool that capture took; nothing when the allocator was not recording."""
     try:
         torch._C._cuda_endAllocateToPool(device_index, pool)
     except RuntimeError:  # "not currently recording": capture_end got that far itself
-        return False
+        return
     torch._C._cuda_releasePool(device_index, pool)
-    return True
 
 
 def clear_cublas_workspaces() -> None:

@@ -52,7 +52,7 @@ def shared_pool(device: torch.device) -> Any:
     its last graph dies, and a handle used after that trips an internal assert. fxslots deletes
     graphs whose arena moved, which can be all of them at once.
     """
-    index = device.index if device.index is not None else torch.cuda.current_device()
+    index = _device_index(device)
     if index not in _POOLS:
         handle = torch.cuda.graph_pool_handle()
         keeper = torch.cuda.CUDAGraph()
@@ -60,6 +60,10 @@ def shared_pool(device: torch.device) -> Any:
             torch.zeros(1, device=f"cuda:{index}").add_(1)
         _POOLS[index] = (handle, keeper)
     return _POOLS[index][0]
+
+
+def _device_index(device: torch.device) -> int:
+    return device.index if device.index is not None else torch.cuda.current_device()
 
 
 class _NodeTracker(fx.Interpreter):
@@ -270,8 +274,10 @@ class GraphExecutor:
         mutated = self._mutated if direction == "forward" else set()
         # Replays stage into the same bytes, but through the arena itself: a view of this
         # forward's alias kept here would hold its slot pending forever.
-        arena = slot.arena.untyped_storage()
-        stage = tuple((i, _rebase(v, arena)) for i, v in stage)
+        fixed = make_views(slot.arena.untyped_storage(), variant.device,
+                           [(v.dtype, v.storage_offset(), tuple(v.shape), v.stride())
+                            for _, v in stage])
+        stage = tuple((i, v) for (i, _), v in zip(stage, fixed, strict=True))
         cap = _Captured(graph, static, stage,
                         _describe_outputs(outs, gargs, slot, direction, staging),
                         tuple((i, dst) for i, dst in stage if i in mutated))
@@ -329,7 +335,7 @@ def _recover(device: torch.device, pool: Any, stream: torch.cuda.Stream) -> None
     hook) still counts the pool as recording, the pool is retired: graphs captured in it keep
     working, new ones go to a fresh pool."""
     torch.cuda.set_stream(stream)
-    index = device.index if device.index is not None else torch.cuda.current_device()
+    index = _device_index(device)
     _torch.end_allocate_to_pool(index, pool)
     try:
         probe = torch.cuda.CUDAGraph()
@@ -346,26 +352,23 @@ def _recover(device: torch.device, pool: Any, stream: torch.cuda.Stream) -> None
     torch.cuda.synchronize(device)
 
 
-def _root_cause(e: BaseException) -> BaseException:
-    seen = set()
-    while id(e) not in seen and (e.__cause__ or e.__context__) is not None:
-        seen.add(id(e))
-        e = e.__cause__ or e.__context__
-    return e
-
-
-def _rebase(view: torch.Tensor, storage: Any) -> torch.Tensor:
-    """``view``'s geometry over ``storage`` (the same bytes, another owner)."""
-    return torch.empty(0, dtype=view.dtype, device=view.device).set_(
-        storage, view.storage_offset(), tuple(view.shape), view.stride())
-
-
-def _drop_frames(e: BaseException | None) -> None:
+def _exception_chain(e: BaseException | None):
+    """``e``, then what it was raised from or during, back to the first exception."""
     seen = set()
     while e is not None and id(e) not in seen:
         seen.add(id(e))
-        e.__traceback__ = None
+        yield e
         e = e.__cause__ or e.__context__
+
+
+def _root_cause(e: BaseException) -> BaseException:
+    *_, root = _exception_chain(e)
+    return root
+
+
+def _drop_frames(e: BaseException | None) -> None:
+    for x in _exception_chain(e):
+        x.__traceback__ = None
 
 
 def _mutated_inputs(gm: fx.GraphModule) -> set[int]:

@@ -19,7 +19,7 @@ PARTITIONERS = {
 }
 
 
-def _slotted(saved: SavedSet):
+def _offloadable(saved: SavedSet):
     """Groups that may be offloaded: slotted, of one dtype (reloaded as one span), and moved
     by one dense copy (see ``copied_whole``)."""
     out = []
@@ -44,12 +44,12 @@ def offload_none(saved: SavedSet, arg: int | None) -> frozenset[int]:
 
 def offload_all(saved: SavedSet, arg: int | None) -> frozenset[int]:
     """Move every slotted storage group to the slot's host arena."""
-    return frozenset(g.id for g in _slotted(saved))
+    return frozenset(g.id for g in _offloadable(saved))
 
 
 def offload_above(saved: SavedSet, arg: int | None) -> frozenset[int]:
     """Move storage groups of at least ``arg`` bytes (small tensors are not worth a copy)."""
-    return frozenset(g.id for g in _slotted(saved) if _smallest(saved, g.nbytes) >= (arg or 0))
+    return frozenset(g.id for g in _offloadable(saved) if _smallest(saved, g.nbytes) >= (arg or 0))
 
 
 OFFLOAD: dict[str, Callable[[SavedSet, int | None], frozenset[int]]] = {

@@ -18,6 +18,7 @@ import torch
 
 import fxslots
 from fxslots import _torch, backend, cudagraphs
+from fxslots.runtime import make_views
 from examples.models import MLP, Attention
 from tests.helpers import assert_same, run, schedule_1f1b, schedule_ffbb
 from tests.fuzz_models import RandomDraw, check_case, draw_case
@@ -71,8 +72,8 @@ def _unowned(a):
         return a
     st = a.untyped_storage()
     alias = _torch.storage_alias(st.data_ptr(), a.device, st.nbytes())
-    return torch.empty(0, dtype=a.dtype, device=a.device).set_(
-        alias, a.storage_offset(), tuple(a.shape), a.stride())
+    return make_views(alias, a.device, [(a.dtype, a.storage_offset(), tuple(a.shape),
+                                         a.stride())])[0]
 
 
 @contextlib.contextmanager
