@@ -128,13 +128,13 @@ def run_case(model_name, schedule, backend):
 
 
 def _fxslots_figures(row):
-    from fxslots import backend
+    import fxslots
     from fxslots.schemas import evaluate
 
-    row["captures"] = backend.counters["captures"]
-    slots = [s.nbytes for ring in backend._rings.values() for s in ring.slots]
+    row["captures"] = fxslots.counters["captures"]
+    slots = [s.nbytes for g in fxslots.regions() for s in g.ring.slots]
     row["slot_bytes"], row["n_slots"] = sum(slots), len(slots)
-    variants = [v() for ring in backend._rings.values() for v in ring.variants if v() is not None]
+    variants = [v for g in fxslots.regions() for v in g.live_variants()]
     saved, free, copied = [], 0, 0
     for v in variants:
         for lay in v.layouts.values():  # one per concrete shape the variant ran at
@@ -150,7 +150,6 @@ def _fxslots_figures(row):
 
 def _grad_error(m, ref, f, step, set_to_none):
     """One more step on both models from zeroed grads; the largest relative grad difference."""
-    import torch
 
     ref.load_state_dict(m.state_dict())
     for mod in (m, ref):

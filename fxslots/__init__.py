@@ -4,6 +4,11 @@
 package: the backend is found through the ``torch_dynamo_backends`` entry point.
 """
 
+from __future__ import annotations
+
+from typing import Any
+
+from . import state
 from .errors import (
     ArenaLimitError,
     CaptureError,
@@ -15,16 +20,24 @@ from .errors import (
 from .options import Options
 from .report import Report, explain
 
+counters = state.counters
+"""Process-wide event counts: compiles, fallbacks, captures, capture_failures..."""
+
 
 def reset() -> None:
-    """Forget every compiled graph and slot ring (and Dynamo's caches): a fresh start."""
+    """Forget every compiled graph (Dynamo's caches too) and free every slot arena, captured
+    graph and graph pool fxslots holds: a fresh start."""
     import torch
 
-    from . import backend
-
     torch.compiler.reset()
-    backend._rings.clear()
-    backend.counters.clear()
+    state.reset()
+
+
+def regions() -> list[Any]:
+    """The live compiled regions, for inspection: each has ``ring`` (its slots, their arenas
+    and owners), ``staging`` and ``live_variants()`` (plan, layouts, executor)."""
+    return list(state.regions.values())
+
 
 __all__ = [
     "ArenaLimitError",
@@ -35,6 +48,8 @@ __all__ = [
     "Report",
     "SlotsExhaustedError",
     "UnsupportedGraphError",
+    "counters",
     "explain",
+    "regions",
     "reset",
 ]

@@ -12,12 +12,12 @@ import torch
 
 
 # AOTAutograd and its partitioners.
-from torch._dynamo.backends.common import aot_autograd  # noqa: E402
-from torch._functorch.partitioners import (  # noqa: E402
+from torch._dynamo.backends.common import aot_autograd
+from torch._functorch.partitioners import (
     default_partition,
     min_cut_rematerialization_partition,
 )
-from torch.multiprocessing.reductions import StorageWeakRef  # noqa: E402
+from torch.multiprocessing.reductions import StorageWeakRef
 
 OpOverload = torch._ops.OpOverload  # the type of ``torch.ops.aten.mm.default``
 
@@ -36,6 +36,13 @@ __all__ = [
     "storage_key",
     "is_fake",
     "trace_artifact",
+    "symbol_of",
+    "mark_boxed",
+    "tangent_indices",
+    "returns_view",
+    "size_hint",
+    "tracing_static_input_indices",
+    "foreach_copy_",
 ]
 
 
@@ -128,3 +135,37 @@ def end_allocate_to_pool(device_index: int, pool: Any) -> None:
 def clear_cublas_workspaces() -> None:
     """Drop cuBLAS's cached workspaces (the next matmul allocates one where it runs)."""
     torch._C._cuda_clearCublasWorkspaces()
+
+
+def symbol_of(x: Any) -> Any:
+    """The sympy symbol a SymInt stands for, or None (a plain int, or an expression)."""
+    if not isinstance(x, torch.SymInt):
+        return None
+    e = x.node.expr
+    return e if e.is_Symbol else None
+
+
+def mark_boxed(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Tell AOTAutograd that ``fn`` takes its arguments as one list (the boxed convention)."""
+    fn._boxed_call = True  # type: ignore[attr-defined]
+    return fn
+
+
+def tangent_indices(gm: Any) -> list[int]:
+    """Positions of a backward graph's tangent placeholders."""
+    from torch._functorch.partitioners import _is_tangent
+
+    return [i for i, p in enumerate(gm.graph.find_nodes(op="placeholder")) if _is_tangent(p)]
+
+
+def returns_view(target: Any) -> bool:
+    """Whether an FX node's target returns a view of an input: ATen ops whose schema says so
+    (not mutating ones, whose result is the tensor they wrote), and getitem."""
+    # _unsafe_view's schema claims a fresh tensor, but it views its input's bytes.
+    if getattr(target, "__name__", None) == "getitem" or str(target).startswith(
+            "aten._unsafe_view"):
+        return True
+    schema = getattr(target, "_schema", None)
+    if schema is None:
+        return False
+    return not schema.is_mutable and any(r.alias_info is not None for r in schema.returns)

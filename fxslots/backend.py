@@ -7,22 +7,21 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections import Counter
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
 import torch.fx as fx
 
-from . import _torch
+from . import _torch, state
 from .errors import OptionsError
+from .fallback import fall_back
 from .options import Options
 from .passes import (
+    annotate_backward,
+    collect_inputs,
     collect_saved,
     observe,
     plan_arena,
-    annotate_backward,
-    collect_inputs,
     rewrite_forward,
     tag_recompute,
     unplaceable_reason,
@@ -30,29 +29,15 @@ from .passes import (
 )
 from .policies import PARTITIONERS, RECOMPUTE, choose_offload
 from .printing import format_graph
-from .runtime import EagerExecutor, SlotRing, SymbolBinder, Variant, boxed, warn_fallback
+from .record import CompiledGraphs, graph_lines
+from .report import plan_to_json
+from .runtime.cudagraphs.executor import GraphExecutor
+from .runtime.layout import SymbolBinder
+from .runtime.region import Region
+from .runtime.variant import EagerExecutor, Variant, boxed
 from .schemas import ArenaPlan, SavedSet, Write
 
 log = logging.getLogger(__name__)
-
-counters: Counter = Counter()
-"""Process-wide event counts: compiles, fallbacks, captures (read them in tests and benchmarks)."""
-
-_rings: dict[tuple, SlotRing] = {}
-_recorders: list[list["CompiledGraphs"]] = []
-
-
-@dataclass
-class CompiledGraphs:
-    """What one compile produced, kept for ``explain`` and the structured trace."""
-
-    variant: Variant | None
-    saved: SavedSet | None
-    plan: ArenaPlan | None
-    forward_before: str
-    forward_after: str
-    backward: str = ""
-    fallback: str | None = None
 
 
 def fxslots_backend(gm: fx.GraphModule, example_inputs: list[Any], *,
@@ -63,8 +48,8 @@ def fxslots_backend(gm: fx.GraphModule, example_inputs: list[Any], *,
         raise OptionsError(
             f"fxslots takes no mode= (got {mode!r}); configure it through options={{...}}")
     opts = Options.parse(options)
-    counters["compiles"] += 1
-    compiler = _Compiler(opts, _ring_for(opts, options))
+    state.counters["compiles"] += 1
+    compiler = _Compiler(opts, _region_for(opts, options))
     return _torch.aot_autograd(
         fw_compiler=compiler.compile_forward,
         bw_compiler=compiler.compile_backward,
@@ -74,23 +59,24 @@ def fxslots_backend(gm: fx.GraphModule, example_inputs: list[Any], *,
     )(gm, example_inputs)
 
 
-def _ring_for(opts: Options, raw_options: Any) -> SlotRing:
+def _region_for(opts: Options, raw_options: Any) -> Region:
     """Variants of one region (recompiles of one Dynamo frame, same torch.compile options
-    object) share one ring, so their arenas are sized by the largest, not summed."""
+    object) share one region, so their arenas are sized by the largest, not summed."""
     frame = _torch.current_frame_id()
     key = (frame, id(raw_options), opts)
-    ring = _rings.get(key)
-    if ring is None:
-        ring = _rings[key] = SlotRing(f"region {frame if frame is not None else len(_rings)}", opts)
-    return ring
+    region = state.regions.get(key)
+    if region is None:
+        name = f"region {frame if frame is not None else len(state.regions)}"
+        region = state.regions[key] = Region.new(name, opts)
+    return region
 
 
 class _Compiler:
     """Callbacks for one AOTAutograd compile: partition, then forward, then (lazily) backward."""
 
-    def __init__(self, options: Options, ring: SlotRing):
+    def __init__(self, options: Options, region: Region):
         self.options = options
-        self.ring = ring
+        self.region = region
         self.num_fwd_outputs: int | None = None
         self.static_inputs: list[int] = []
         self.bw_module: fx.GraphModule | None = None
@@ -113,7 +99,7 @@ class _Compiler:
         return fw, bw
 
     def compile_inference(self, gm: fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
-        counters["inference_graphs"] += 1
+        state.counters["inference_graphs"] += 1
         return boxed(lambda args: gm(*args))
 
     def compile_forward(self, fw: fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
@@ -134,16 +120,25 @@ class _Compiler:
                 graph=fw, summary=lambda n: f"{n} nodes changed or added")
         observe("verify_forward", verify_forward, fw, saved, plan, self.num_fwd_outputs,
                 summary=lambda n: f"{n} postconditions hold")
-        self.variant = Variant(name=f"v{len(self.ring.variants)}", ring=self.ring, device=device,
-                               plan=plan, binder=binder, forward_graph=fw,
-                               executor=_executor(self.options, graphs))
-        self.ring.variants.append(weakref.ref(self.variant))
+        self.variant = self._variant(fw, plan, binder, device, graphs, static, example_inputs)
         self.slotted_saved = {t.name for t in saved.tensors
                               if plan.placement(t.group).write is not Write.NONE}
-        self.record = _record(CompiledGraphs(self.variant, saved, plan, before, format_graph(fw)))
-        _torch.trace_artifact("fxslots_plan", lambda: _plan_json(saved, plan), "json")
+        self.record = state.record(CompiledGraphs(
+            self.variant, saved, plan, before, format_graph(fw), forward_lines=graph_lines(fw)))
+        _torch.trace_artifact("fxslots_plan", lambda: plan_to_json(saved, plan), "json")
         _torch.trace_artifact("fxslots_forward", lambda: self.record.forward_after)
         return boxed(self.variant.forward)
+
+    def _variant(self, fw, plan, binder, device, graphs, static, example_inputs) -> Variant:
+        anchor = next((i for i in static if i < len(example_inputs)
+                       and isinstance(example_inputs[i], torch.Tensor)), None)
+        region = self.region
+        variant = Variant(name=f"v{len(region.variants)}", region=region, device=device,
+                          plan=plan, binder=binder, forward_graph=fw, anchor_index=anchor)
+        variant.executor = (GraphExecutor(variant, self.options, region.staging) if graphs
+                            else EagerExecutor())
+        region.variants.append(weakref.ref(variant))
+        return variant
 
     def _plan(self, fw, saved, static, graphs, binder) -> tuple[ArenaPlan | None, str | None]:
         reason = unplaceable_reason(saved) or _device_reason(saved)
@@ -163,9 +158,9 @@ class _Compiler:
         return plan, None
 
     def _fall_back(self, fw, saved, before, reason) -> Callable[..., Any]:
-        counters["fallbacks"] += 1
-        warn_fallback(reason, self.options.strict)
-        self.record = _record(CompiledGraphs(None, saved, None, before, before, fallback=reason))
+        fall_back(reason, self.options.strict)
+        self.record = state.record(CompiledGraphs(None, saved, None, before, before,
+                                                  fallback=reason, forward_lines=graph_lines(fw)))
         _torch.trace_artifact("fxslots_forward", lambda: f"runs without slots: {reason}\n{before}")
         return boxed(lambda args: fw(*args))
 
@@ -175,6 +170,7 @@ class _Compiler:
         text = format_graph(bw, "backward")
         if self.record is not None:
             self.record.backward = text
+            self.record.backward_lines = graph_lines(bw)
         _torch.trace_artifact("fxslots_backward", lambda: text)
         variant = self.variant
         if variant is None:  # this graph fell back: no slots
@@ -189,12 +185,6 @@ class _Compiler:
         log.info("compile_backward: %s reads %d saved tensors from its slot", variant.name,
                  len(readable))
         return boxed(variant.backward)
-
-
-def _record(rec: CompiledGraphs) -> CompiledGraphs:
-    for r in _recorders:
-        r.append(rec)
-    return rec
 
 
 def _device_reason(saved: SavedSet) -> str | None:
@@ -217,20 +207,6 @@ def _use_graphs(device: torch.device, options: Options) -> bool:
     return device.type == "cuda" and options.cudagraphs is not False
 
 
-def _executor(options: Options, graphs: bool):
-    if graphs:
-        from .cudagraphs import GraphExecutor
-
-        return GraphExecutor(options)
-    return EagerExecutor()
-
-
 def _plan_summary(plan: ArenaPlan) -> str:
     return (f"{len([p for p in plan.placements if p.views])} groups in {plan.capacity} bytes "
             f"per slot, {plan.copied_bytes} bytes copied")
-
-
-def _plan_json(saved: SavedSet, plan: ArenaPlan) -> str:
-    from .report import plan_to_json
-
-    return plan_to_json(saved, plan)

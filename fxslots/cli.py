@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import dataclasses
 import importlib
 import os
 import re
@@ -141,15 +140,10 @@ def parse_option(text: str) -> tuple[str, Any]:
 def build_options(args: argparse.Namespace) -> dict[str, Any]:
     from .options import Options
 
-    fields = {f.name for f in dataclasses.fields(Options)}
     options: dict[str, Any] = dict(parse_option(o) for o in args.option)
     if args.slots is not None:
         options["slots"] = args.slots
     if args.offload is not None:
-        if "offload" not in fields:
-            raise UsageError(
-                f"--offload {args.offload}: activation offload is not available in this "
-                f"version of fxslots")
         options["offload"] = args.offload
     try:
         Options.parse(options)  # check before compiling: a bad option is a usage error

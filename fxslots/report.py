@@ -9,6 +9,7 @@ from typing import Any, Iterator
 
 import torch
 
+from . import state
 from .printing import format_plan
 from .schemas import ArenaPlan, SavedSet
 
@@ -17,7 +18,7 @@ from .schemas import ArenaPlan, SavedSet
 class Report:
     """The rewritten graphs, the plan table and the totals of every graph compiled."""
 
-    graphs: list[Any]  # backend.CompiledGraphs, in compile order
+    graphs: list[Any]  # record.CompiledGraphs, in compile order
     slots: list[dict[str, Any]] = field(default_factory=list)  # the ring after the step
 
     def __str__(self) -> str:
@@ -84,14 +85,12 @@ def plan_to_json(saved: SavedSet, plan: ArenaPlan) -> str:
 @contextlib.contextmanager
 def recording() -> Iterator[list[Any]]:
     """Collect what every fxslots compile inside the block produced."""
-    from . import backend
-
     rec: list[Any] = []
-    backend._recorders.append(rec)
+    state.recorders.append(rec)
     try:
         yield rec
     finally:
-        backend._recorders.remove(rec)
+        state.recorders.remove(rec)
 
 
 def explain(model: torch.nn.Module, *args: Any, dynamic: bool | None = None,

@@ -440,9 +440,9 @@ def _dynamo_limits():
 
 
 def rings() -> list[Any]:
-    from fxslots import backend
+    import fxslots
 
-    return list(backend._rings.values())
+    return [g.ring for g in fxslots.regions()]
 
 
 def pending_slots() -> int:

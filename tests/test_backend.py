@@ -11,7 +11,6 @@ import pytest
 import torch
 
 import fxslots
-from fxslots import backend
 from examples.models import MLP
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -84,9 +83,10 @@ def test_variants_share_one_ring_sized_by_the_largest(caplog):
             outs = [m(torch.randn(rows, 16)), m(torch.randn(rows, 16))]
             for o in outs:
                 o.sum().backward()
-    (ring,) = [r for r in backend._rings.values() if r.slots]
+    (region,) = [g for g in fxslots.regions() if g.ring.slots]
+    ring = region.ring
     assert len(ring.slots) == 2
-    largest = max(lay.nbytes for ref in ring.variants for lay in ref().layouts.values())
+    largest = max(lay.nbytes for v in region.live_variants() for lay in v.layouts.values())
     assert [s.nbytes for s in ring.slots] == [largest, largest]
     grows = [r for r in caplog.records if "arena grows" in r.getMessage()]
     assert 2 <= len(grows) <= 4  # each slot grows at most once per bigger variant
@@ -104,5 +104,5 @@ def test_inference_graphs_run_without_slots():
     with torch.no_grad():
         for _ in range(3):  # more forwards than slots: inference takes none
             m(torch.randn(4, 16))
-    assert backend.counters["inference_graphs"] >= 1
-    assert all(not r.slots for r in backend._rings.values())
+    assert fxslots.counters["inference_graphs"] >= 1
+    assert all(not r.slots for r in [g.ring for g in fxslots.regions()])

@@ -8,7 +8,6 @@ import pytest
 import torch
 
 import fxslots
-from fxslots import backend
 from tests.helpers import schedule_1f1b, schedule_ffbb
 
 pytestmark = pytest.mark.cuda
@@ -83,19 +82,18 @@ def test_variants_and_schedules_match_eager(dtype):
                                                          for _ in range(3)]
     train_both(schedules, dtype=dtype)
     # One live graph per (shape variant, slot, direction): V = 4 x K = 4 x 2 at most.
-    live = sum(len(r().executor.graphs) for ring in backend._rings.values()
-               for r in ring.variants if r() is not None)
+    live = sum(len(v.executor.graphs) for g in fxslots.regions() for v in g.live_variants())
     assert 0 < live <= 4 * 4 * 2
 
 
 def test_captures_stop_growing_after_warm_up():
     _, _, f, xs = train_both([schedule_ffbb(4), schedule_1f1b(4, 2)], steps=2)
-    before = backend.counters["captures"]
+    before = fxslots.counters["captures"]
     for s in SEQS:
         play(f, xs[s], schedule_ffbb(4))
         play(f, xs[s], schedule_1f1b(4, 2))
-    assert backend.counters["captures"] == before
-    assert backend.counters["compiles"] <= len(SEQS)
+    assert fxslots.counters["captures"] == before
+    assert fxslots.counters["compiles"] <= len(SEQS)
 
 
 def test_persistent_grad_accumulation_matches_eager():
@@ -126,9 +124,9 @@ def test_grads_as_views_of_a_flat_buffer():
 
 def test_slot_memory_is_k_times_the_largest_variant():
     _, _, f, _ = train_both([schedule_ffbb(4)], steps=1)
-    ring = next(iter(backend._rings.values()))
-    largest = max(lay.nbytes for r in ring.variants if r() is not None
-                  for lay in r().layouts.values())
+    (region,) = fxslots.regions()
+    ring = region.ring
+    largest = max(lay.nbytes for v in region.live_variants() for lay in v.layouts.values())
     assert [s.nbytes for s in ring.slots] == [largest] * 4
 
 
@@ -137,7 +135,7 @@ def test_too_many_in_flight_raises_before_writing():
     f = torch.compile(m, backend="fxslots", options={"slots": 2})
     x = inputs()[8]
     outs = [f(x[0]), f(x[1])]
-    ring = next(iter(backend._rings.values()))
+    (ring,) = [g.ring for g in fxslots.regions()]
     before = [s.arena.clone() for s in ring.slots]
     with pytest.raises(fxslots.SlotsExhaustedError, match="slots"):
         f(x[2])
@@ -153,13 +151,13 @@ def test_debug_mode_poisons_released_arenas():
     x = inputs()[8]
     for i in range(3):  # warm-up, capture, replay
         f(x[i]).float().sum().backward()
-    ring = next(iter(backend._rings.values()))
+    (ring,) = [g.ring for g in fxslots.regions()]
     assert bool((ring.slots[0].arena == 0xFF).all())
 
 
 def test_cudagraphs_off_runs_eagerly_and_matches():
     train_both([schedule_ffbb(4)], options={"cudagraphs": False}, steps=1)
-    assert backend.counters["captures"] == 0
+    assert fxslots.counters["captures"] == 0
 
 
 class _MutatesInput(torch.nn.Module):
@@ -191,7 +189,43 @@ def test_in_place_input_mutation_reaches_the_caller_under_replay():
 @pytest.mark.parametrize("offload", ["all", "above:4096"])
 def test_offloaded_activations_match_eager_under_replay(offload):
     train_both([schedule_ffbb(4), schedule_1f1b(4, 2)], options={"offload": offload}, steps=2)
-    hosts = [s.host_arena for r in backend._rings.values() for s in r.slots
+    hosts = [s.host_arena for r in [g.ring for g in fxslots.regions()] for s in r.slots
              if s.host_arena is not None]
     assert hosts and all(h.is_pinned() for h in hosts)
-    assert backend.counters["captures"] > 0
+    assert fxslots.counters["captures"] > 0
+
+
+def _settled_reserved() -> int:
+    import gc
+
+    gc.collect()
+    torch.cuda.synchronize()
+    torch._C._cuda_clearCublasWorkspaces()  # a warm-up's cuBLAS workspace is not ours
+    torch.cuda.empty_cache()
+    return torch.cuda.memory_reserved()
+
+
+@pytest.mark.parametrize("how", ["delete the model", "fxslots.reset", "torch.compiler.reset"])
+@pytest.mark.parametrize("options", [{}, {"offload": "all"}], ids=["device", "offload"])
+def test_memory_comes_back_when_the_model_goes(how, options):
+    import weakref
+
+    fxslots.reset()
+    before = _settled_reserved()
+    eager, ours, f, xs = train_both([schedule_ffbb(2), schedule_1f1b(2, 2)], k=2, steps=2,
+                                    options=options)
+    assert fxslots.counters["captures"] > 0
+    hosts = [weakref.ref(s.host_arena) for g in fxslots.regions() for s in g.ring.slots
+             if s.host_arena is not None]
+    assert bool(hosts) == bool(options)
+    if how == "delete the model":
+        del eager, ours, f, xs
+    elif how == "fxslots.reset":
+        fxslots.reset()
+        del eager, ours, f, xs
+    else:
+        torch.compiler.reset()
+        del eager, ours, f, xs
+    after = _settled_reserved()
+    assert after <= before, f"{(after - before) / 2**20:.1f} MiB still reserved after {how}"
+    assert [h() for h in hosts] == [None] * len(hosts)

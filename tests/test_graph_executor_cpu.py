@@ -9,7 +9,6 @@ against aot_eager bitwise. The real thing runs in tests/test_cuda.py on a GPU.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import warnings
 
@@ -17,8 +16,9 @@ import pytest
 import torch
 
 import fxslots
-from fxslots import _torch, backend, cudagraphs
-from fxslots.runtime import make_views
+from fxslots import _torch, backend
+from fxslots.runtime.cudagraphs import executor
+from fxslots.runtime.layout import geometry_of, make_views
 from examples.models import MLP, Attention
 from tests.helpers import assert_same, run, schedule_1f1b, schedule_ffbb
 from tests.fuzz_models import RandomDraw, check_case, draw_case
@@ -27,11 +27,9 @@ from tests.test_golden import InPlaceInput
 
 class _StandInGraph:
     replays = 0
-    capturing: "_StandInGraph | None" = None
 
-    def __init__(self):
-        self.rerun = None
-        self.outs = None
+    def __init__(self, rerun, outs):
+        self.rerun, self.outs = rerun, outs
 
     def replay(self):
         _StandInGraph.replays += 1
@@ -40,30 +38,37 @@ class _StandInGraph:
                 old.copy_(new)
 
 
-class _RecordingTracker(cudagraphs._NodeTracker):
-    def run(self, *args):
-        # A capture records kernels without running them: undo what running them wrote.
+class _StandInCapturer:
+    """Replaces ``CudaCapturer``: a capture runs the graph once to learn its outputs, then
+    undoes what running it wrote, as a real capture runs nothing."""
+
+    def __init__(self, device):
+        self.device = device
+
+    def synchronize(self):
+        pass
+
+    def capture(self, gm, args):
         storages = {a.untyped_storage().data_ptr(): a.untyped_storage() for a in args
                     if isinstance(a, torch.Tensor)}
         before = [(b, b.clone()) for b in (torch.empty(0, dtype=torch.uint8).set_(st)
                                            for st in storages.values())]
         rng = torch.get_rng_state()  # nor does it draw random numbers: replays do
-        outs = super().run(*args)
+        outs = torch.fx.Interpreter(gm).run(*args)
         torch.set_rng_state(rng)
         for b, saved in before:  # bytes, under the tensors: no version bump, as in a capture
             b.copy_(saved)
-        graph = _StandInGraph.capturing
         # A real graph keeps addresses, not tensors: neither may the stand-in, or it would keep
         # a forward's alias (and so its slot) alive, which the real thing never does.
-        fixed, module = [_unowned(a) for a in args], self.module
-        graph.rerun = lambda: torch.fx.Interpreter(module).run(*fixed)
-        graph.outs = [_unowned(o) for o in outs]
+        fixed = [_unowned(a) for a in args]
+        graph = _StandInGraph(lambda: torch.fx.Interpreter(gm).run(*fixed),
+                              [_unowned(o) for o in outs])
         # ... except its pool: outputs outside the slot arenas stay reserved, as pool memory.
-        arenas = {a.data_ptr() for r in backend._rings.values() for sl in r.slots
+        arenas = {a.data_ptr() for g in fxslots.regions() for sl in g.ring.slots
                   for a in (sl.arena, sl.host_arena) if a is not None}
         graph.pool = [o.untyped_storage() for o in outs if isinstance(o, torch.Tensor)
                       and o.untyped_storage().data_ptr() not in arenas]
-        return outs
+        return graph, outs
 
 
 def _unowned(a):
@@ -72,29 +77,13 @@ def _unowned(a):
         return a
     st = a.untyped_storage()
     alias = _torch.storage_alias(st.data_ptr(), a.device, st.nbytes())
-    return make_views(alias, a.device, [(a.dtype, a.storage_offset(), tuple(a.shape),
-                                         a.stride())])[0]
-
-
-@contextlib.contextmanager
-def _capture(graph, pool=None):
-    _StandInGraph.capturing = graph
-    try:
-        yield
-    finally:
-        _StandInGraph.capturing = None
+    return make_views(alias, a.device, [geometry_of(a)])[0]
 
 
 @pytest.fixture
 def stand_in_graphs(monkeypatch):
     monkeypatch.setattr(backend, "_use_graphs", lambda device, options: True)
-    monkeypatch.setattr(cudagraphs, "shared_pool", lambda device: None)
-    monkeypatch.setattr(cudagraphs, "_NodeTracker", _RecordingTracker)
-    monkeypatch.setattr(torch.cuda, "CUDAGraph", _StandInGraph)
-    monkeypatch.setattr(cudagraphs, "_capturing", _capture)
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda *a, **k: None)
-    monkeypatch.setattr(cudagraphs, "_recover", lambda *a, **k: None)
+    monkeypatch.setattr(executor, "CudaCapturer", _StandInCapturer)
     _StandInGraph.replays = 0
     yield
 
@@ -110,7 +99,7 @@ def test_executor_matches_aot_eager(stand_in_graphs, model_name, options):
     sched = schedule_ffbb(2) + [(op, i + 2) for op, i in schedule_1f1b(2, 2)]
     ours = run(model, "fxslots", xs, sched, steps=3, set_to_none=False,
                options={"slots": 2, **options})
-    assert backend.counters["captures"] > 0 and _StandInGraph.replays > 0
+    assert fxslots.counters["captures"] > 0 and _StandInGraph.replays > 0
     assert_same(ours, run(model, "aot_eager", xs, sched, steps=3, set_to_none=False))
 
 
@@ -135,9 +124,9 @@ def test_a_bigger_variant_drops_the_graphs_of_the_slot_it_grows(stand_in_graphs)
     m = torch.compile(MLP(), backend="fxslots", options={"slots": 1})
     for rows in (4, 4, 4, 16, 16, 16):
         m(torch.randn(rows, 16)).sum().backward()
-    ring = next(r for r in backend._rings.values() if r.slots)
-    keys = [k for ref in ring.variants for k in ref().executor.graphs]
-    assert keys and all(k[2][0] == ring.slots[0].generation for k in keys)
+    (region,) = [g for g in fxslots.regions() if g.ring.slots]
+    keys = [k for v in region.live_variants() for k in v.executor.graphs]
+    assert keys and all(k.generation == region.ring.slots[0].generation for k in keys)
     fxslots.reset()
 
 
@@ -163,8 +152,8 @@ def test_a_dropped_microbatch_frees_its_slot_under_replay(stand_in_graphs):
     for _ in range(3):  # the capture, then replays, each dropped
         out = f(x)
         del out
-        assert sum(r.pending() for r in backend._rings.values()) == 0
-    assert backend.counters["captures"] > 0
+        assert sum(r.pending() for r in [g.ring for g in fxslots.regions()]) == 0
+    assert fxslots.counters["captures"] > 0
     f(x).sum().backward()
 
 

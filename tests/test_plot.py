@@ -20,7 +20,7 @@ import torch
 import fxslots
 from examples import models
 from fxslots import _torch, plot
-from fxslots.backend import CompiledGraphs
+from fxslots.record import CompiledGraphs
 from fxslots.report import Report
 from fxslots.schemas import Write, evaluate
 
@@ -153,9 +153,10 @@ def test_mlp_timeline_boxes_run_from_producer_to_last_backward_reader():
 
 
 @pytest.mark.parametrize("name", ["mlp", "attention", "gpt", "views", "views-copied"])
-def test_timeline_from_printed_graphs_matches_the_graph_modules(name):
-    """The picture reads node order and liveness from the printed graphs; check both against
-    the GraphModules themselves, with storage identity for 'reads the saved bytes'."""
+def test_timeline_from_recorded_lines_matches_the_graph_modules(name):
+    """The picture reads node order and liveness from the lines the compile recorded; check
+    both against the GraphModules themselves, with storage identity for 'reads the saved
+    bytes'."""
     report = explain(name)
     for g in report.graphs:
         fw_gm, bw_gm = g.variant.forward_graph, g.variant.backward_graph
@@ -197,49 +198,37 @@ def test_views_of_one_storage_are_one_box_from_their_base(name, kind):
     # The box starts where the base (mm) is produced, not where the views are made, and ends
     # at the last backward node that reads any of the views or a view of them.
     assert box.start == t.forward.index("mm")
-    _, bw = plot.parse_graph(g.backward)
-    readers = [j for j, ln in enumerate(bw) if set(ln.reads) & {*box.members, "t_1", "t_2"}]
+    readers = [j for j, ln in enumerate(g.backward_lines)
+               if set(ln.reads) & {*box.members, "t_1", "t_2"}]
     assert box.end == len(t.forward) + max(readers)
     assert (box.offset, box.nbytes, t.capacity) == (0, 256, 512)
 
 
-def test_parse_graph_reads_names_targets_and_arguments():
-    text = "\n".join([
-        "def forward(",
-        "    x: f32[4, 16],",
-        "    slot_y: f32[4, 32] @ slot byte 0,  # a note",
-        "):",
-        "    t: f32[16, 32] = aten.t(x)",
-        "    y: f32[4, 32] = aten.mm.out(x, t, out=slot_y)  # copy-free into group 2",
-        "    split = aten.split.Tensor(y, 16, -1)",
-        "    getitem: f32[4, 16] = getitem(split, 0)",
-        "    return [getitem, y]",
-    ])
-    placeholders, lines = plot.parse_graph(text)
-    assert placeholders == ["x", "slot_y"]
-    assert [(ln.name, ln.target, ln.reads) for ln in lines] == [
-        ("t", "aten.t", ("x",)),
-        ("y", "aten.mm.out", ("x", "t", "slot_y")),
-        ("split", "aten.split.Tensor", ("y",)),
-        ("getitem", "getitem", ("split",)),
-        ("return", "output", ("getitem", "y")),
-    ]
-    with pytest.raises(ValueError, match="cannot read this graph line"):
-        plot.parse_graph("def f(\n):\n    ??? what\n")
+def test_recorded_lines_read_names_targets_arguments_and_views():
+    (g,) = explain("views").graphs
+    fw_gm = g.variant.forward_graph
+    nodes = [n for n in fw_gm.graph.nodes if n.op != "placeholder"]
+    assert [(ln.name, ln.reads) for ln in g.forward_lines] == [
+        ("return" if n.op == "output" else n.name, tuple(a.name for a in n.all_input_nodes))
+        for n in nodes]
+    targets = {ln.name: ln for ln in g.forward_lines}
+    assert targets["mm"].target == "mm.out" and not targets["mm"].aliases
+    assert targets["t"].aliases and targets["getitem"].aliases
 
 
 def test_view_ops_are_recognised_from_their_schema():
-    for target in ["aten.view", "aten.transpose.int", "aten.detach", "aten.expand", "aten.t",
-                   "aten._unsafe_view", "getitem", "aten.split.Tensor"]:
-        assert plot.aliases_input(target), target
-    for target in ["aten.mm", "aten.clone", "aten.addmm.out", "aten.gelu_backward", "mul",
-                   "output", "aten.no_such_op"]:
-        assert not plot.aliases_input(target), target
+    aten = torch.ops.aten
+    for target in [aten.view.default, aten.transpose.int, aten.detach.default,
+                   aten.expand.default, aten.t.default, aten._unsafe_view.default,
+                   aten.split.Tensor, __import__("operator").getitem]:
+        assert _torch.returns_view(target), target
+    for target in [aten.mm.default, aten.clone.default, aten.addmm.out,
+                   aten.gelu_backward.default, aten.mul.Tensor, "output"]:
+        assert not _torch.returns_view(target), target
 
 
 def test_offloaded_placements_get_their_own_colour():
-    p = SimpleNamespace(write=Write.OUT, offload="async")
-    assert plot.kind_of(p) == "offloaded"
+    assert plot.kind_of(SimpleNamespace(write=Write.OFFLOAD)) == "offloaded"
     assert plot.kind_of(SimpleNamespace(write=Write.OUT)) == "copy-free"
     assert plot.kind_of(SimpleNamespace(write=Write.COPY)) == "copied"
     assert set(plot.COLORS) == set(plot.KINDS)

@@ -7,7 +7,8 @@ import torch
 
 import fxslots
 from fxslots.options import Options
-from fxslots.runtime import SlotRing, make_views, view_runs
+from fxslots.runtime.layout import make_views, view_runs
+from fxslots.runtime.ring import SlotRing
 
 
 def test_make_views_equals_one_set_per_view_with_runs_grouped():
@@ -79,3 +80,72 @@ def test_a_slot_stays_pending_while_views_of_its_host_arena_live():
         ring.acquire(64, torch.device("cpu"), "v0")
     del offloaded
     assert ring.pending() == 0
+
+
+def _arenas() -> list:
+    import weakref
+
+    return [weakref.ref(a) for g in fxslots.regions() for s in g.ring.slots
+            for a in (s.arena, s.host_arena) if a is not None]
+
+
+def _train(model, slots=2, **options):
+    c = torch.compile(model, backend="fxslots", options={"slots": slots, **options})
+    outs = [c(torch.randn(4, 16)) for _ in range(slots)]
+    for o in outs:
+        o.sum().backward()
+    return c
+
+
+@pytest.mark.parametrize("options", [{}, {"offload": "all"}], ids=["device", "host-too"])
+def test_deleting_the_model_frees_its_arenas(options):
+    import gc
+
+    from examples.models import MLP
+
+    model = MLP()
+    c = _train(model, **options)
+    arenas = _arenas()
+    assert len(arenas) >= 2 and all(a() is not None for a in arenas)
+    del model, c
+    gc.collect()
+    assert [a() for a in arenas] == [None] * len(arenas)
+
+
+def test_a_pending_slot_keeps_its_arena_until_its_backward():
+    import gc
+
+    from examples.models import MLP
+
+    model = MLP()
+    c = torch.compile(model, backend="fxslots", options={"slots": 1})
+    out = c(torch.randn(4, 16))
+    arenas = _arenas()
+    del model, c
+    gc.collect()
+    assert all(a() is not None for a in arenas)  # the microbatch in flight still reads it
+    out.sum().backward()
+    del out
+    fxslots.reset()
+    assert [a() for a in arenas] == [None] * len(arenas)
+
+
+@pytest.mark.parametrize("reset", ["fxslots", "torch"])
+def test_reset_frees_every_arena_while_the_model_lives(reset):
+    import gc
+
+    from examples.models import MLP
+
+    model = MLP()
+    c = _train(model)
+    arenas = _arenas()
+    assert arenas
+    if reset == "fxslots":
+        fxslots.reset()
+    else:
+        torch.compiler.reset()
+    gc.collect()
+    assert [a() for a in arenas] == [None] * len(arenas)
+    assert not fxslots.regions()
+    del c
+    _train(model)  # and the model compiles and trains again

@@ -17,7 +17,7 @@ import tracemalloc
 import torch
 from torch import nn
 
-from fxslots import backend as fxb
+import fxslots
 
 STEPS = int(os.environ.get("FXSLOTS_SOAK_STEPS", "10000"))
 WARMUP = min(500, STEPS // 4)
@@ -43,12 +43,11 @@ def _rss_bytes() -> int:
 
 def _arena_state() -> list[tuple]:
     return [(r.name, s.index, s.nbytes, s.arena.data_ptr() if s.arena is not None else 0,
-             s.generation) for r in fxb._rings.values() for s in r.slots]
+             s.generation) for r in [g.ring for g in fxslots.regions()] for s in r.slots]
 
 
 def _layouts() -> int:
-    return sum(len(v().layouts) for r in fxb._rings.values() for v in r.variants
-               if v() is not None)
+    return sum(len(v.layouts) for g in fxslots.regions() for v in g.live_variants())
 
 
 def test_soak_no_growth():
@@ -87,7 +86,7 @@ def test_soak_no_growth():
         step(i, c)
     checked_step(WARMUP)
     gc.collect()
-    compiles, rings = fxb.counters["compiles"], len(fxb._rings)
+    compiles, rings = fxslots.counters["compiles"], len(fxslots.regions())
     arenas, layouts = _arena_state(), _layouts()
     assert compiles == len(BATCHES) and len(arenas) == 3, (compiles, arenas)
     objects = len(gc.get_objects())
@@ -114,11 +113,11 @@ def test_soak_no_growth():
     print(f"soak: {STEPS} steps in {seconds:.1f} s; (step, objects, traced bytes, rss bytes) "
           f"growth since warm-up: {samples}")
 
-    assert fxb.counters["compiles"] == compiles, "recompiled after warm-up"
-    assert len(fxb._rings) == rings
+    assert fxslots.counters["compiles"] == compiles, "recompiled after warm-up"
+    assert len(fxslots.regions()) == rings
     assert _arena_state() == arenas, "an arena grew, moved or was reallocated after warm-up"
     assert _layouts() == layouts
-    assert sum(r.pending() for r in fxb._rings.values()) == 0
+    assert sum(r.pending() for r in [g.ring for g in fxslots.regions()]) == 0
     objects_growth = len(gc.get_objects()) - objects
     assert objects_growth < 500, f"{objects_growth} more Python objects after {STEPS} steps"
     assert traced < 512 * 1024, f"traced Python memory grew by {traced} bytes"

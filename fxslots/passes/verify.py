@@ -102,7 +102,7 @@ def _check_bytes(plan: ArenaPlan, saved: SavedSet) -> int:
 
 
 def _view_bytes(v, env) -> int:
-    from ..runtime import span_elements
+    from ..runtime.layout import span_elements
 
     return span_elements([evaluate(x, env) for x in v.shape],
                          [evaluate(x, env) for x in v.stride]) * v.dtype.itemsize

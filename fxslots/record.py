@@ -1,0 +1,50 @@
+"""What one compile produced, kept for ``explain``, plots and the structured trace."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch.fx as fx
+
+from . import _torch
+from .schemas import ArenaPlan, SavedSet
+
+
+@dataclass(frozen=True)
+class GraphLine:
+    """One non-placeholder node of a graph, as a timeline needs it."""
+
+    name: str  # "return" for the output node
+    target: str
+    reads: tuple[str, ...]  # names of the nodes among its arguments, in order
+    aliases: bool = False  # its result views an input's bytes (reading it reads them)
+
+
+def graph_lines(gm: fx.GraphModule) -> tuple[GraphLine, ...]:
+    lines = []
+    for n in gm.graph.nodes:
+        if n.op == "placeholder":
+            continue
+        reads = tuple(dict.fromkeys(a.name for a in n.all_input_nodes))
+        if n.op == "output":
+            lines.append(GraphLine("return", "output", reads))
+        else:
+            lines.append(GraphLine(n.name, str(getattr(n.target, "__name__", n.target)), reads,
+                                   _torch.returns_view(n.target)))
+    return tuple(lines)
+
+
+@dataclass
+class CompiledGraphs:
+    """What one compile produced (a plan, or the reason it runs without slots)."""
+
+    variant: Any  # runtime.Variant, or None when the graph falls back
+    saved: SavedSet | None
+    plan: ArenaPlan | None
+    forward_before: str
+    forward_after: str
+    backward: str = ""
+    fallback: str | None = None
+    forward_lines: tuple[GraphLine, ...] = ()
+    backward_lines: tuple[GraphLine, ...] = ()

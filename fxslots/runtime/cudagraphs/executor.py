@@ -1,0 +1,215 @@
+"""CUDA graphs: one capture per (variant, slot, direction, shape), all on one shared pool.
+
+Why ``torch.cuda.CUDAGraph`` and not CUDA graph trees: the trees assume every live pool
+allocation is a tracked output that dies at the next generation; slot lifetimes (a forward's saved
+tensors outlive other replays until their backward) and persistent ``.grad`` buffers break that
+(docs/design.md has the measured failures). Here the pool holds only what dies within a replay:
+
+- saved tensors live in the slot arena (outside the pool, at a fixed address per slot);
+- non-static inputs are staged into the slot (forward) or the region's staging buffer (backward);
+- user outputs and gradients are copied out of the pool right after the replay into memory the
+  caller owns, so a later replay of any graph may reuse those pool bytes as scratch.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ... import _torch, state
+from ...errors import CaptureError
+from ...options import Options
+from ...passes.collect import mutated_placeholders
+from ..layout import geometry_of, make_views, offloaded_spans, pack, reload, slot_views
+from ..ring import Slot
+from ..variant import Direction, Variant
+from .outputs import Captured, OutKind, describe_outputs
+from .pool import CaptureFailed, CudaCapturer
+from .staging import StagingBuffer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CaptureKey:
+    """What a captured graph is valid for: the memory it points at and the shapes it ran."""
+
+    direction: Direction
+    slot: int
+    generation: int  # of the slot's arenas
+    staging: int  # generation of the staging buffer (backward only)
+    shape: tuple  # the symbol values, and for backward the tangents' shapes
+
+
+class GraphExecutor:
+    """Replays captured CUDA graphs for one variant; captures on first use of each key."""
+
+    def __init__(self, variant: Variant, options: Options, staging: StagingBuffer):
+        self.options = options
+        self.staging = staging
+        self.capturer = CudaCapturer(variant.device)
+        self.graphs: dict[CaptureKey, Captured] = {}
+        self.warm: set[Direction] = set()
+        self.uncaptured: set[CaptureKey] = set()
+        placeholders = list(variant.forward_graph.graph.find_nodes(op="placeholder"))
+        names = [p.name for p in placeholders]
+        self._staged = [names.index(v.holds) for v in variant.plan.staging]
+        mutated = mutated_placeholders(variant.forward_graph)
+        self._mutated = {i for i, p in enumerate(placeholders) if p in mutated}
+        self._tangents: list[int] | None = None
+        self._packed: dict[tuple, tuple[list, int]] = {}  # staging layouts by tangent shapes
+        variant.ring.subscribe(self.slot_moved)
+        staging.subscribe(self.staging_moved)
+
+    def slot_moved(self, slot: int) -> None:
+        """Its arenas moved: every graph of that slot points at freed memory."""
+        for k in [k for k in self.graphs if k.slot == slot]:
+            del self.graphs[k]
+
+    def staging_moved(self) -> None:
+        for k in [k for k in self.graphs if k.direction is Direction.BACKWARD]:
+            del self.graphs[k]
+
+    def forward(self, variant: Variant, slot: Slot | None, args: list[Any], layout,
+                aliases: tuple[Any, Any]) -> Any:
+        if slot is None:  # nothing to save and nothing to stage: no graph needed
+            return variant.forward_graph(*args)
+        key = CaptureKey(Direction.FORWARD, slot.index, slot.generation, 0, layout.key)
+        cap = self.graphs.get(key)
+        if cap is not None and self._replay(cap, args, slot):
+            return cap.results(aliases, variant.device)
+        views = slot_views(layout, aliases, variant.device)
+        stage = make_views(aliases[0], variant.device, layout.staging)
+        gargs = list(args)
+        for i, view in zip(self._staged, stage, strict=True):
+            view.copy_(args[i])
+            gargs[i] = view
+        out = self._first_runs(variant, slot, key, gargs + views,
+                               tuple(zip(self._staged, stage, strict=True)), len(args), aliases)
+        _write_back(args, [(i, gargs[i]) for i in self._staged if i in self._mutated])
+        return out
+
+    def backward(self, variant: Variant, slot: Slot | None, args: list[Any]) -> Any:
+        if slot is None:
+            return variant.backward_graph(*args)
+        if self._tangents is None:
+            self._tangents = _torch.tangent_indices(variant.backward_graph)
+        tangents = [i for i in self._tangents if isinstance(args[i], torch.Tensor)]
+        gargs = self._stage_backward(variant, args, tangents)
+        key = CaptureKey(Direction.BACKWARD, slot.index, slot.generation,
+                         self.staging.generation,
+                         (slot.layout.key, tuple(tuple(args[i].shape) for i in tangents)))
+        cap = self.graphs.get(key)
+        if cap is not None and self._replay(cap, gargs, slot):
+            return cap.results((None, None), variant.device)
+        return self._first_runs(variant, slot, key, gargs, (), len(gargs), (None, None))
+
+    def _replay(self, cap: Captured, args: list[Any], slot: Slot) -> bool:
+        """Replay ``cap`` on ``args``; False (and nothing done) if an input moved since capture."""
+        if self.options.debug:
+            _check_owner(slot)
+        for i, ptr in cap.static:
+            if args[i].data_ptr() != ptr:
+                log.info("an input moved since capture (argument %d); capturing again", i)
+                return False
+        for i, dst in cap.stage:
+            dst.copy_(args[i])
+        cap.graph.replay()
+        _write_back(args, cap.writeback)
+        return True
+
+    def _stage_backward(self, variant: Variant, args: list[Any], tangents: list[int]):
+        """Backward arguments with tangents and reloaded (offloaded) groups copied into the
+        staging buffer, at addresses that stay put from replay to replay."""
+        spans = offloaded_spans(variant.offloaded_args, args)
+        shapes = tuple((args[i].dtype, tuple(args[i].shape), args[i].stride()) for i in tangents)
+        shapes += tuple((dtype, (n,), (1,)) for dtype, n in spans)
+        packed = self._packed.get(shapes)
+        if packed is None:
+            packed = self._packed[shapes] = pack(shapes, self.options.alignment)
+        views = self.staging.views(*packed, variant.device)
+        gargs = list(args)
+        for i, view in zip(tangents, views[:len(tangents)], strict=True):
+            view.copy_(args[i])
+            gargs[i] = view
+        flats = views[len(tangents):]
+        return reload(variant.offloaded_args, gargs, variant.device, lambda n, dtype, g: flats[g])
+
+    def _first_runs(self, variant, slot, key, gargs, stage, nargs, aliases) -> Any:
+        """Warm up (once per direction), else capture and replay; or run uncaptured."""
+        gm = variant.forward_graph if key.direction is Direction.FORWARD else \
+            variant.backward_graph
+        if key.direction not in self.warm or key in self.uncaptured:
+            # Lazy initialisation (cuBLAS handles, autotuning) must not land in a capture.
+            self.warm.add(key.direction)
+            return gm(*gargs)
+        cap = self._capture(variant, slot, key, gm, gargs, stage, nargs)
+        if cap is None:
+            return gm(*gargs)
+        cap.graph.replay()
+        return cap.results(aliases, variant.device)
+
+    def _capture(self, variant, slot, key, gm, gargs, stage, nargs) -> Captured | None:
+        try:
+            graph, outs = self.capturer.capture(gm, gargs)
+        except CaptureFailed as failed:
+            state.counters["capture_failures"] += 1
+            return self._failed(variant, slot, key, failed)
+        state.counters["captures"] += 1
+        log.info("%s: captured %s graph for slot %d (%d captures in all)", variant.name,
+                 key.direction.value, slot.index, state.counters["captures"])
+        cap = self._describe(graph, outs, key, slot, gargs, stage, nargs)
+        del outs  # pool outputs die here; their bytes may serve later captures as scratch
+        self.graphs[key] = cap
+        return cap
+
+    def _describe(self, graph, outs, key, slot, gargs, stage, nargs) -> Captured:
+        staged = {i for i, _ in stage}
+        static = tuple((i, a.data_ptr()) for i, a in enumerate(gargs[:nargs])
+                       if isinstance(a, torch.Tensor) and i not in staged)
+        # Replays stage into the same bytes, but through the arena itself: a view of this
+        # forward's alias kept here would hold its slot pending forever.
+        fixed = make_views(slot.arena.untyped_storage(), slot.device,
+                           [geometry_of(v) for _, v in stage])
+        stage = tuple((i, v) for (i, _), v in zip(stage, fixed, strict=True))
+        arenas = {slot.arena.data_ptr(): OutKind.SLOT}
+        if slot.host_arena is not None:
+            arenas[slot.host_arena.data_ptr()] = OutKind.HOST
+        buffers = set(arenas) | ({self.staging.tensor.data_ptr()}
+                                 if self.staging.tensor is not None else set())
+        forward = key.direction is Direction.FORWARD
+        return Captured(graph, static, stage,
+                        describe_outputs(outs, gargs, arenas if forward else {}, buffers),
+                        tuple((i, dst) for i, dst in stage if forward and i in self._mutated))
+
+    def _failed(self, variant, slot, key, failed: CaptureFailed) -> None:
+        node, root = failed.node, failed.cause
+        where = f"node {node.name} ({node.target})" if node is not None else "its start"
+        first = str(root).strip().splitlines()[0] if str(root).strip() else ""
+        msg = (f"fxslots: capturing the {key.direction.value} graph of {variant.name} (slot "
+               f"{slot.index}) as a CUDA graph failed at {where}: {type(root).__name__}: "
+               f"{first}. Set options={{'on_capture_failure': 'eager'}} to run this graph "
+               f"without a CUDA graph, or options={{'cudagraphs': False}} for the whole model")
+        if self.options.on_capture_failure == "eager":
+            warnings.warn(msg, stacklevel=4)
+            self.uncaptured.add(key)
+            return None
+        raise CaptureError(msg) from root
+
+
+def _write_back(args: list[Any], pairs) -> None:
+    """A staged input the graph mutated: the caller's tensor must see the mutation."""
+    for i, staged in pairs:
+        args[i].copy_(staged)
+
+
+def _check_owner(slot: Slot) -> None:
+    """Debug mode, before every replay: the slot is held by exactly one live microbatch."""
+    if not slot.pending():
+        raise CaptureError(
+            f"fxslots debug: replaying into slot {slot.index}, which no live microbatch holds "
+            f"(last holder: microbatch {slot.microbatch} of {slot.variant})")

@@ -1,0 +1,100 @@
+"""What a captured graph hands back after each replay, output by output."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ... import _torch
+from ..layout import Geometry, geometry_of, make_views, pack, view_runs
+
+_CPU = torch.device("cpu")
+
+
+class OutKind(enum.Enum):
+    CONST = "const"  # the same object at every replay: not a tensor, or a view of a parameter
+    SLOT = "slot"  # a view of the slot's device arena, rebuilt over each forward's alias
+    HOST = "host"  # a view of the slot's host arena, the same way
+    POOL = "pool"  # pool memory a later replay reuses: copied out for the caller
+
+
+@dataclass(frozen=True)
+class Out:
+    kind: OutKind
+    value: Any = None  # CONST: the value; POOL: a non-owning view of the pool bytes
+    geometry: Geometry | None = None  # SLOT, HOST
+
+
+@dataclass
+class Captured:
+    """One captured graph and how to replay it."""
+
+    graph: Any
+    static: tuple[tuple[int, int], ...]  # (argument, data_ptr) of inputs not staged by fxslots
+    stage: tuple[tuple[int, torch.Tensor], ...]  # (argument, where replays copy it to)
+    outs: list[Out]
+    writeback: tuple[tuple[int, torch.Tensor], ...] = ()  # staged inputs the graph mutates
+    _by_kind: dict = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        # Grouped once here, not at every replay.
+        for kind in (OutKind.SLOT, OutKind.HOST):
+            idx = [j for j, o in enumerate(self.outs) if o.kind is kind]
+            self._by_kind[kind] = (idx, view_runs([self.outs[j].geometry for j in idx]))
+        pool = [j for j, o in enumerate(self.outs) if o.kind is OutKind.POOL]
+        values = [self.outs[j].value for j in pool]
+        geometry, self.pool_nbytes = pack([(v.dtype, tuple(v.shape), v.stride()) for v in values],
+                                          16)
+        self._by_kind[OutKind.POOL] = (pool, view_runs(geometry))
+
+    def results(self, aliases: tuple[Any, Any], device: torch.device) -> list[Any]:
+        """The outputs of the replay just made, as the caller may keep them."""
+        result = [o.value for o in self.outs]
+        pool, runs = self._by_kind[OutKind.POOL]
+        if len(pool) == 1:
+            result[pool[0]] = self.outs[pool[0]].value.clone()
+        elif pool:
+            # One allocation and one multi-tensor copy for all outputs (gradients, mostly),
+            # instead of a clone each: the caller owns them, the pool bytes are free again.
+            buf = torch.empty(max(self.pool_nbytes, 1), dtype=torch.uint8, device=device)
+            copies = make_views(buf.untyped_storage(), device, None, runs)
+            _torch.foreach_copy_(copies, [self.outs[j].value for j in pool])
+            for j, c in zip(pool, copies, strict=True):
+                result[j] = c
+        for kind, alias, where in ((OutKind.SLOT, aliases[0], device),
+                                   (OutKind.HOST, aliases[1], _CPU)):
+            idx, runs = self._by_kind[kind]
+            if idx:
+                for j, v in zip(idx, make_views(alias, where, None, runs), strict=True):
+                    result[j] = v
+        return result
+
+
+def describe_outputs(outs: Any, gargs: list[Any], arenas: dict[int, OutKind],
+                     staged: set[int]) -> list[Out]:
+    """Classify each output of a capture. ``arenas`` maps the data_ptr of the slot's arenas to
+    their kind (empty for backward, whose outputs never live in the slot); ``staged`` holds the
+    data_ptrs of buffers fxslots stages inputs into (never a caller's own memory)."""
+    static = {a.untyped_storage().data_ptr() for a in gargs
+              if isinstance(a, torch.Tensor)} - staged - set(arenas)
+    described = []
+    for o in outs:
+        if not isinstance(o, torch.Tensor):
+            described.append(Out(OutKind.CONST, o))
+            continue
+        st = o.untyped_storage()
+        kind = arenas.get(st.data_ptr())
+        if kind is not None:
+            # storage_offset, not data_ptr: a zero-size tensor's data_ptr is 0
+            described.append(Out(kind, geometry=geometry_of(o)))
+        elif st.data_ptr() in static:
+            described.append(Out(OutKind.CONST, o))  # a parameter, or a view of one
+        else:
+            alias = _torch.storage_alias(st.data_ptr(), o.device, st.nbytes())
+            view = torch.empty(0, dtype=o.dtype, device=o.device).set_(
+                alias, o.storage_offset(), tuple(o.shape), o.stride())
+            described.append(Out(OutKind.POOL, view))
+    return described

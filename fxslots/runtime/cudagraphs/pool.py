@@ -1,0 +1,174 @@
+"""The shared CUDA graph pool of each device, and capturing into it safely.
+
+Every fxslots graph on a device is captured into one private memory pool, so the scratch of
+all variants and slots is shared. A pool lives while a graph captured in it does: the allocator
+frees a private pool once its last graph dies, and a handle used after that trips an internal
+assert (``use_count > 0``), so when the last graph goes the handle is forgotten and the next
+capture opens a fresh pool. Nothing here runs at import time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import logging
+import weakref
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+from ... import _torch, state
+
+log = logging.getLogger(__name__)
+
+
+class SharedPool:
+    """One device's pool handle and the number of live graphs captured in it."""
+
+    def __init__(self, index: int):
+        self.index = index
+        self.handle = torch.cuda.graph_pool_handle()
+        self.graphs = 0
+
+    def track(self, graph: Any) -> None:
+        self.graphs += 1
+        weakref.finalize(graph, self._graph_died)
+
+    def _graph_died(self) -> None:
+        self.graphs -= 1
+        if self.graphs == 0:
+            self.free()
+
+    def free(self) -> None:
+        """Never hand this handle out again (graphs still captured in it keep working)."""
+        if state.pools.get(self.index) is self:
+            del state.pools[self.index]
+
+
+def shared_pool(device: torch.device) -> SharedPool:
+    index = device_index(device)
+    pool = state.pools.get(index)
+    if pool is None:
+        pool = state.pools[index] = SharedPool(index)
+    return pool
+
+
+def device_index(device: torch.device) -> int:
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
+class NodeTracker(fx.Interpreter):
+    """Runs a graph node by node, remembering the node in flight (to name a capture failure)."""
+
+    current: fx.Node | None = None
+
+    def run_node(self, n: fx.Node) -> Any:
+        self.current = n
+        return super().run_node(n)
+
+
+class CaptureFailed(Exception):
+    """A capture failed at ``node`` (None: before the first node) because of ``cause``; the
+    device, its stream, allocator and pool are usable again."""
+
+    def __init__(self, node: fx.Node | None, cause: BaseException):
+        super().__init__(node, cause)
+        self.node, self.cause = node, cause
+
+
+class CudaCapturer:
+    """Captures FX graphs as CUDA graphs into the shared pool of one device."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+
+    def synchronize(self) -> None:
+        torch.cuda.synchronize(self.device)
+
+    def capture(self, gm: fx.GraphModule, args: list[Any]) -> tuple[Any, Any]:
+        """(graph, outputs) of one capture of ``gm`` on ``args``; or CaptureFailed, raised
+        after everything the failed capture allocated is freed and its state undone."""
+        self.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        tracker = NodeTracker(gm)
+        pool = shared_pool(self.device)
+        stream = torch.cuda.current_stream(self.device)
+        try:
+            with capturing(graph, pool.handle):
+                outs = tracker.run(*args)
+        except Exception as e:  # noqa: BLE001 - any failure to capture is reported the same way
+            # Whatever the failed capture allocated must die now: the interpreter's values and
+            # every traceback frame that still points at them.
+            tracker.env = {}
+            drop_frames(e)
+            del graph
+            recover(self.device, pool, stream)
+            raise CaptureFailed(tracker.current, root_cause(e)) from None
+        tracker.env = {}  # the interpreter keeps its values: this forward's slot views
+        pool.track(graph)
+        return graph, outs
+
+
+@contextlib.contextmanager
+def capturing(graph: torch.cuda.CUDAGraph, handle: Any):
+    """Capture into ``handle``'s pool the way CUDA graph trees do, so nothing outside this
+    thread's own work can spoil it: other threads' CUDA calls are allowed ("thread_local"), the
+    garbage collector cannot run finalizers (freeing tensors, destroying graphs) in the middle,
+    and cuBLAS takes a fresh workspace from the pool, accounted there as scratch, instead of one
+    a warm-up left outside it."""
+    enabled = gc.isenabled()
+    gc.disable()
+    _torch.clear_cublas_workspaces()
+    try:
+        with torch.cuda.graph(graph, pool=handle, capture_error_mode="thread_local"):
+            yield
+    finally:
+        _torch.clear_cublas_workspaces()
+        if enabled:
+            gc.enable()
+
+
+def recover(device: torch.device, pool: SharedPool, stream: torch.cuda.Stream) -> None:
+    """Undo what a capture that failed inside ``capture_end`` (an invalidated capture: a host
+    sync, say) left behind, since ``torch.cuda.graph``'s exit stops at that error: the current
+    stream, the allocator's routing into the shared pool and, on torch versions that keep one
+    capture flag per RNG generator, that flag. A capture that completes on the pool proves it
+    usable again and clears the flag; where some allocator (the pinned host one has no Python
+    hook) still counts the pool as recording, the pool is retired: graphs captured in it keep
+    working, new ones go to a fresh pool."""
+    torch.cuda.set_stream(stream)
+    index = device_index(device)
+    _torch.end_allocate_to_pool(index, pool.handle)
+    try:
+        probe = torch.cuda.CUDAGraph()
+        with torch.device(device), torch.cuda.graph(probe, pool=pool.handle):
+            torch.zeros(1).add_(1)
+        pool.track(probe)  # its death may be the pool's last graph: then the handle goes
+        del probe
+    except RuntimeError as e:
+        torch.cuda.set_stream(stream)
+        _torch.end_allocate_to_pool(index, pool.handle)
+        log.warning("fxslots: the failed capture left the shared CUDA graph pool unusable (%s); "
+                    "later graphs go to a new pool", str(e).strip().splitlines()[0])
+        pool.free()
+    torch.cuda.synchronize(device)
+
+
+def _exception_chain(e: BaseException | None):
+    """``e``, then what it was raised from or during, back to the first exception."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        yield e
+        e = e.__cause__ or e.__context__
+
+
+def root_cause(e: BaseException) -> BaseException:
+    *_, root = _exception_chain(e)
+    return root
+
+
+def drop_frames(e: BaseException | None) -> None:
+    for x in _exception_chain(e):
+        x.__traceback__ = None

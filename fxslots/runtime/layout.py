@@ -1,0 +1,191 @@
+"""Where things are in an arena at one concrete shape, and the tensors that view them.
+
+The plan's sizes and offsets are sympy expressions; ``SymbolBinder`` reads each symbol's value
+from a forward's arguments and ``layout_of`` evaluates the plan once per shape (callers cache).
+``make_views`` builds the tensors, ``reload`` brings offloaded groups back to the device.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import sympy
+import torch
+
+from .. import _torch
+from ..schemas import ArenaPlan, evaluate
+
+Geometry = tuple  # (dtype, element offset, shape, stride) of one view over an arena
+
+_CPU = torch.device("cpu")
+
+
+@dataclass(frozen=True)
+class ViewLayout:
+    """A plan evaluated at one concrete shape: arena bytes and the geometry of every view."""
+
+    key: tuple  # the symbol values it was evaluated at
+    nbytes: int
+    host_nbytes: int
+    views: tuple[Geometry, ...]
+    staging: tuple[Geometry, ...] = ()
+    host_views: tuple[Geometry, ...] = ()
+
+    @functools.cached_property
+    def view_runs(self) -> tuple[tuple, ...]:
+        return view_runs(self.views)
+
+    @functools.cached_property
+    def host_view_runs(self) -> tuple[tuple, ...]:
+        return view_runs(self.host_views)
+
+
+class SymbolBinder:
+    """Reads the value of each shape symbol from a forward's runtime arguments."""
+
+    def __init__(self, placeholders: Sequence[torch.fx.Node]):
+        self.read: dict[sympy.Symbol, Callable[[Sequence[Any]], int]] = {}
+        for i, p in enumerate(placeholders):
+            v = p.meta.get("val")
+            if isinstance(v, torch.SymInt) and _torch.symbol_of(v) is not None:
+                self.read.setdefault(_torch.symbol_of(v), lambda a, i=i: int(a[i]))
+            elif isinstance(v, torch.Tensor):
+                for d, s in enumerate(v.shape):
+                    sym = _torch.symbol_of(s)
+                    if sym is not None:
+                        self.read.setdefault(sym, lambda a, i=i, d=d: a[i].shape[d])
+
+    def missing(self, exprs: Sequence[sympy.Expr]) -> set[sympy.Symbol]:
+        syms = set().union(*(e.free_symbols for e in exprs)) if exprs else set()
+        return {s for s in syms if s not in self.read}
+
+    def bind(self, args: Sequence[Any]) -> dict[sympy.Symbol, int]:
+        return {s: r(args) for s, r in self.read.items()}
+
+
+def layout_of(plan: ArenaPlan, env: dict[sympy.Symbol, int]) -> ViewLayout:
+    def geometry(views):
+        return tuple((v.dtype, evaluate(v.storage_offset, env),
+                      tuple(evaluate(x, env) for x in v.shape),
+                      tuple(evaluate(x, env) for x in v.stride)) for v in views)
+
+    n_dev = len(plan.views) - plan.host_view_count
+    return ViewLayout(key=tuple(sorted((str(k), v) for k, v in env.items())),
+                      nbytes=max(evaluate(plan.capacity, env), 1),
+                      host_nbytes=evaluate(plan.host_capacity, env),
+                      views=geometry(plan.views[:n_dev]), staging=geometry(plan.staging),
+                      host_views=geometry(plan.views[n_dev:]))
+
+
+def make_views(alias: Any, device: torch.device, geometry, runs=None) -> list[torch.Tensor]:
+    """Tensors over ``alias`` with the given (dtype, element offset, shape, stride).
+
+    Runs of equal dtype, shape and stride at evenly spaced offsets (a layer stack's saved
+    activations) are made by one as_strided and an unbind: this runs at every forward.
+    Pass ``runs=view_runs(geometry)`` when the geometry repeats, to skip regrouping.
+    """
+    bases: dict[torch.dtype, torch.Tensor] = {}
+    out: list[torch.Tensor] = []
+    for dtype, start, shape, stride, step, n in runs if runs is not None else view_runs(geometry):
+        base = bases.get(dtype)
+        if base is None:  # one typed tensor per dtype; as_strided is ~4x cheaper than set_
+            base = bases[dtype] = torch.empty(0, dtype=dtype, device=device).set_(alias)
+        if n == 1:
+            out.append(base.as_strided(shape, stride, start))
+        else:
+            out.extend(base.as_strided((n, *shape), (step, *stride), start).unbind(0))
+    return out
+
+
+def view_runs(geometry) -> tuple[tuple, ...]:
+    """Group consecutive (dtype, offset, shape, stride) with a constant offset step."""
+    runs: list[list] = []
+    for dtype, off, shape, stride in geometry:
+        if runs:
+            r = runs[-1]
+            same = r[0] == dtype and r[2] == shape and r[3] == stride
+            if same and r[5] == 1 and off > r[1]:
+                r[4], r[5] = off - r[1], 2
+                continue
+            if same and r[5] > 1 and off == r[1] + r[4] * r[5]:
+                r[5] += 1
+                continue
+        runs.append([dtype, off, tuple(shape), tuple(stride), 0, 1])
+    return tuple(tuple(r) for r in runs)
+
+
+def geometry_of(t: torch.Tensor) -> Geometry:
+    return (t.dtype, t.storage_offset(), tuple(t.shape), t.stride())
+
+
+def slot_views(layout: ViewLayout, aliases: tuple[Any, Any], device: torch.device) -> list[Any]:
+    """The forward graph's extra inputs: device arena views, then host arena views."""
+    alias, host_alias = aliases
+    views = make_views(alias, device, layout.views, layout.view_runs)
+    if layout.host_views:
+        views += make_views(host_alias, _CPU, layout.host_views, layout.host_view_runs)
+    return views
+
+
+def span_elements(shape, stride) -> int:
+    """Elements from a strided tensor's first addressed element to its last (0 when empty)."""
+    if not all(shape):
+        return 0
+    return 1 + sum((n - 1) * s for n, s in zip(shape, stride, strict=True))
+
+
+def pack(shapes: Sequence[tuple[torch.dtype, tuple[int, ...], tuple[int, ...]]],
+         alignment: int) -> tuple[list[Geometry], int]:
+    """Lay (dtype, shape, stride) tensors end to end in one byte buffer, each start aligned:
+    the geometry for ``make_views`` and the bytes needed."""
+    geometry, offset = [], 0
+    for dtype, shape, stride in shapes:
+        item = dtype.itemsize
+        offset = -(-offset // alignment) * alignment
+        geometry.append((dtype, offset // item, tuple(shape), tuple(stride)))
+        offset += span_elements(shape, stride) * item
+    return geometry, offset
+
+
+def _bounds(members: list[torch.Tensor]) -> tuple[int, int]:
+    """First and one-past-last element of the storage that any of ``members`` addresses."""
+    return (min(m.storage_offset() for m in members),
+            max(m.storage_offset() + span_elements(m.shape, m.stride()) for m in members))
+
+
+def offloaded_spans(groups: list[list[int]], args: list[Any]) -> list[tuple[torch.dtype, int]]:
+    """(dtype, elements) of each offloaded group's raw span, as ``reload`` copies it; ``groups``
+    lists the backward arguments of each offloaded group."""
+    spans = []
+    for idx in groups:
+        members = [args[i] for i in idx]
+        lo, hi = _bounds(members)
+        spans.append((members[0].dtype, hi - lo))
+    return spans
+
+
+def reload(groups: list[list[int]], args: list[Any], device: torch.device,
+           empty: Callable[[int, torch.dtype, int], Any]) -> list[Any]:
+    """Backward arguments with each offloaded group copied back to ``device`` in one piece
+    (into ``empty(elements, dtype, group)``), its members rebuilt as views so aliases, strides
+    and offsets survive."""
+    if not groups:
+        return args
+    args = list(args)
+    for g, idx in enumerate(groups):
+        members = [args[i] for i in idx]
+        dtype = members[0].dtype
+        if any(m.dtype != dtype for m in members):  # views of one storage as several dtypes
+            for i, m in zip(idx, members, strict=True):
+                args[i] = torch.empty_strided(m.shape, m.stride(), dtype=m.dtype,
+                                              device=device).copy_(m)
+            continue
+        lo, hi = _bounds(members)
+        dev = empty(hi - lo, dtype, g)
+        dev.copy_(members[0].as_strided((hi - lo,), (1,), lo), non_blocking=True)
+        for i, m in zip(idx, members, strict=True):
+            args[i] = dev.as_strided(m.shape, m.stride(), dev.storage_offset()
+                                     + m.storage_offset() - lo)
+    return args

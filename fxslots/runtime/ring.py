@@ -1,0 +1,218 @@
+"""The slot ring: who owns which slot's memory. Nothing here knows about graphs.
+
+A forward takes a free slot and hands its graph views of a fresh alias of the slot's arena. A
+slot is pending while any view of that alias lives (autograd holds them until backward, longer
+with retain_graph=True); its backward, found by the address of its saved tensors, gives it back.
+Whoever keeps pointers into an arena (captured CUDA graphs) subscribes to hear when it moves.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import logging
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from .. import _torch
+from ..errors import ArenaLimitError, FxslotsError, SlotsExhaustedError
+from ..options import Options
+
+log = logging.getLogger(__name__)
+
+ArenaMoved = Callable[[int], None]
+"""Told the index of a slot whose arenas moved or were freed: pointers into them are dead."""
+
+
+@dataclass
+class Slot:
+    """One in-flight microbatch's memory: a flat byte arena, reused by every variant."""
+
+    index: int
+    device: torch.device
+    arena: torch.Tensor | None = None
+    host_arena: torch.Tensor | None = None  # offloaded groups; pinned when the device is CUDA
+    owner: Any = None  # weak reference to the alias storage of the forward holding the slot
+    host_owner: Any = None  # the same for the host arena
+    variant: str | None = None
+    microbatch: int | None = None
+    generation: int = 0  # bumps whenever the arenas move (captured graphs go stale)
+    layout: Any = None  # the ViewLayout of the forward holding the slot
+
+    @property
+    def nbytes(self) -> int:
+        return 0 if self.arena is None else self.arena.numel()
+
+    @property
+    def host_nbytes(self) -> int:
+        return 0 if self.host_arena is None else self.host_arena.numel()
+
+    def pending(self) -> bool:
+        return any(o is not None and not o.expired() for o in (self.owner, self.host_owner))
+
+    def owns(self, t: torch.Tensor) -> bool:
+        key = _torch.storage_key(t).cdata
+        return any(o is not None and key == o.cdata for o in (self.owner, self.host_owner))
+
+
+class SlotRing:
+    """K slots shared by every variant of one compiled region (one Dynamo frame).
+
+    ``acquire`` and ``release`` hold a lock: threads sharing one compiled model never take the
+    same slot.
+    """
+
+    def __init__(self, name: str, options: Options):
+        self.name = name
+        self.options = options
+        self.slots: list[Slot] = []
+        self.grow_events = 0
+        self._microbatches = itertools.count()
+        self._lock = threading.RLock()
+        self._listeners: list[weakref.WeakMethod] = []
+        self._anchors: dict[int, weakref.ref] = {}
+
+    def subscribe(self, listener: ArenaMoved) -> None:
+        """Call ``listener(slot_index)`` whenever that slot's arenas move; held weakly."""
+        self._listeners.append(weakref.WeakMethod(listener))
+
+    def anchor(self, obj: Any) -> None:
+        """Free the arenas once ``obj`` (a parameter of the compiled model) and every other
+        anchor have died: Dynamo keeps compiled code (and so this ring) after the model is
+        gone, but nothing can run on the slots of a model that no longer exists."""
+        key = id(obj)
+        if key in self._anchors:
+            return
+        ring = weakref.ref(self)
+
+        def died(_: Any, key: int = key) -> None:
+            r = ring()
+            if r is not None and r._anchors.pop(key, None) is not None and not r._anchors:
+                r.free()
+
+        self._anchors[key] = weakref.ref(obj, died)
+
+    def acquire(self, nbytes: int, device: torch.device, variant: str,
+                host_nbytes: int = 0) -> tuple[Slot, Any, Any]:
+        """A free slot whose arenas hold ``nbytes`` (device) and ``host_nbytes`` (host), and a
+        fresh alias storage of each (None for an unused host arena).
+
+        Raises before anything is written when every slot is pending or the arena limit is hit.
+        """
+        self._check_limit(nbytes, variant)
+        with self._lock:
+            if not self.slots:
+                self.slots = [Slot(i, device) for i in range(self.options.slots)]
+            slot = self._free_slot(variant)
+            if slot.device != device:
+                raise FxslotsError(
+                    f"fxslots: {self.name} ran on {device} after {slot.device}; one compiled "
+                    f"model keeps its slots on one device (compile one model per device)")
+            if slot.nbytes < nbytes:
+                self._grow(slot, nbytes, variant)
+            if slot.host_nbytes < host_nbytes:
+                self._grow(slot, host_nbytes, variant, host=True)
+            alias = _torch.storage_alias(slot.arena.data_ptr(), device, nbytes)
+            host_alias = None if not host_nbytes else _torch.storage_alias(
+                slot.host_arena.data_ptr(), torch.device("cpu"), host_nbytes)
+            slot.owner = _torch.StorageWeakRef(alias)
+            slot.host_owner = None if host_alias is None else _torch.StorageWeakRef(host_alias)
+            slot.variant = variant
+            slot.microbatch = next(self._microbatches)
+            return slot, alias, host_alias
+
+    def _check_limit(self, nbytes: int, variant: str) -> None:
+        limit = self.options.max_arena_bytes
+        if limit is not None and nbytes > limit:
+            raise ArenaLimitError(
+                f"fxslots: variant {variant} of {self.name} needs {nbytes} arena bytes per slot, "
+                f"more than max_arena_bytes={limit}; raise the option 'max_arena_bytes' or "
+                f"bound this input's shape")
+
+    def _free_slot(self, variant: str) -> Slot:
+        free = [s for s in self.slots if not s.pending()]
+        if not free:
+            # A dropped autograd graph can sit in a reference cycle (AOTAutograd's double
+            # backward keeps one) until the collector runs: collect once before refusing.
+            gc.collect()
+            free = [s for s in self.slots if not s.pending()]
+        if not free:
+            held = ", ".join(f"slot {s.index}: microbatch {s.microbatch} ({s.variant})"
+                             for s in self.slots)
+            raise SlotsExhaustedError(
+                f"fxslots: a forward of {self.name} ({variant}) needs a slot, but all "
+                f"{len(self.slots)} are pending a backward ({held}). Run a backward first, or "
+                f"raise the option 'slots' (now {self.options.slots}) to the number of "
+                f"microbatches your schedule keeps in flight")
+        # Prefer a slot whose arena is already big enough: growing one invalidates its graphs.
+        return max(free, key=lambda s: (s.nbytes, -s.index))
+
+    def _grow(self, slot: Slot, nbytes: int, variant: str, host: bool = False) -> None:
+        old = slot.host_nbytes if host else slot.nbytes
+        try:
+            if host:  # pinned, so copies to and from it can run asynchronously and be captured
+                slot.host_arena = None
+                slot.host_arena = torch.empty(nbytes, dtype=torch.uint8,
+                                              pin_memory=slot.device.type == "cuda")
+            else:
+                slot.arena = None  # free the old arena first: it holds nothing live
+                slot.arena = torch.empty(nbytes, dtype=torch.uint8, device=slot.device)
+        except torch.OutOfMemoryError as e:
+            raise ArenaLimitError(
+                f"fxslots: growing slot {slot.index} of {self.name} to {nbytes} bytes for "
+                f"{variant} ran out of memory ({e}). Earlier variants still run; lower the "
+                f"batch or sequence size, or set 'max_arena_bytes' to refuse such variants "
+                f"up front") from e
+        self.grow_events += 1
+        self._moved(slot)
+        log.info("%s: slot %d %sarena grows %d -> %d bytes for %s", self.name, slot.index,
+                 "host " if host else "", old, nbytes, variant)
+
+    def _moved(self, slot: Slot) -> None:
+        slot.generation += 1
+        live = [w for w in self._listeners if w() is not None]
+        self._listeners = live
+        for w in live:
+            w()(slot.index)
+
+    def find(self, saved: torch.Tensor) -> Slot:
+        """The slot whose current forward produced ``saved``."""
+        for s in self.slots:
+            if s.owns(saved):
+                return s
+        raise FxslotsError(
+            f"fxslots: a backward of {self.name} got saved tensors from no pending slot; their "
+            f"slot was reused, which should be impossible. Please report this with FXSLOTS_DEBUG=1")
+
+    def release(self, slot: Slot) -> None:
+        with self._lock:
+            if self.options.debug:
+                _poison(slot)
+            slot.owner = slot.host_owner = None
+
+    def pending(self) -> int:
+        return sum(s.pending() for s in self.slots)
+
+    def free(self) -> None:
+        """Give back the arenas of every slot no microbatch holds (a pending slot keeps its
+        bytes until its backward); listeners drop whatever pointed into them."""
+        with self._lock:
+            for s in self.slots:
+                if not s.pending() and (s.arena is not None or s.host_arena is not None):
+                    s.arena = s.host_arena = None
+                    s.layout = None
+                    self._moved(s)
+
+
+def _poison(slot: Slot) -> None:
+    """Debug mode: all-ones bytes read as NaN in every float format."""
+    if slot.host_arena is not None and slot.device.type == "cuda":
+        # The host is about to write bytes that a reload queued on the GPU may still be reading.
+        torch.cuda.current_stream(slot.device).synchronize()
+    for arena in (slot.arena, slot.host_arena):
+        if arena is not None:
+            arena.fill_(0xFF)

@@ -1,0 +1,52 @@
+"""Process-wide state of fxslots, all of it in this one module.
+
+What lives here:
+
+- ``counters``: event counts (compiles, fallbacks, captures...), for tests and benchmarks.
+- ``recorders``: the lists that open ``fxslots.report.recording()`` blocks collect into.
+- ``regions``: every compiled region (a slot ring and what its variants share), held *weakly*.
+  A region lives while a compiled variant of it does (Dynamo's code cache holds those).
+- ``pools``: per CUDA device, the shared graph pool that the region's graphs are captured into;
+  a pool lives while a graph captured in it does, then its handle is never used again.
+
+Lifecycle: everything is created lazily at the first compile or capture (importing fxslots does
+no CUDA work). A region's arenas and graphs are freed when the model it was compiled for dies
+(the ring anchors itself to the parameters it sees), or when Dynamo drops the compiled code
+(``torch.compiler.reset()``), or at ``reset()`` below, which frees them all at once.
+
+This module imports nothing from fxslots: every other module may import it.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import Counter
+from typing import Any, Protocol
+
+
+class Freeable(Protocol):
+    def free(self) -> None: ...
+
+
+counters: Counter = Counter()
+recorders: list[list[Any]] = []
+regions: "weakref.WeakValueDictionary[Any, Freeable]" = weakref.WeakValueDictionary()
+pools: dict[int, Freeable] = {}
+
+
+def record(item: Any) -> Any:
+    """Hand ``item`` (what one compile produced) to every open recording."""
+    for r in recorders:
+        r.append(item)
+    return item
+
+
+def reset() -> None:
+    """Free every region's arenas and graphs and every pool now, and zero the counters."""
+    for region in list(regions.values()):
+        region.free()
+    regions.clear()
+    for pool in list(pools.values()):
+        pool.free()
+    pools.clear()
+    counters.clear()
