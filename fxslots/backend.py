@@ -15,7 +15,7 @@ import torch.fx as fx
 from . import _torch, state
 from .errors import OptionsError
 from .fallback import fall_back
-from .options import Options
+from .options import Options, refusing
 from .passes import (
     annotate_backward,
     collect_inputs,
@@ -44,10 +44,13 @@ def fxslots_backend(gm: fx.GraphModule, example_inputs: list[Any], *,
                     options: dict[str, Any] | Options | None = None,
                     mode: str | None = None) -> Callable[..., Any]:
     """``torch.compile(model, backend="fxslots", options={...})``."""
-    if mode is not None:
-        raise OptionsError(
-            f"fxslots takes no mode= (got {mode!r}); configure it through options={{...}}")
-    opts = Options.parse(options)
+    try:
+        if mode is not None:
+            raise OptionsError(
+                f"fxslots takes no mode= (got {mode!r}); configure it through options={{...}}")
+        opts = Options.parse(options)
+    except OptionsError as e:
+        return refusing(e)  # raised at the call, where `except fxslots.OptionsError` sees it
     state.counters["compiles"] += 1
     compiler = _Compiler(opts, _region_for(opts, options))
     return _torch.aot_autograd(

@@ -5,10 +5,15 @@ Regenerate the snapshots with EXPECTTEST_ACCEPT=1 after an intended change, and 
 
 from __future__ import annotations
 
+import copy
+import re
+
+import sympy
 import torch
 from expecttest import assert_expected_inline
 
 import fxslots
+from fxslots.report import recording
 from examples.models import MLP, Attention, SplitViews as Aliasing
 from tests.helpers import assert_same, run, schedule_ffbb
 
@@ -24,7 +29,53 @@ def check_numerics(model, inputs, dynamic=None, **options):
 
 
 def explain(model, x, **kw):
-    return str(fxslots.explain(model, x, **kw))
+    """The report, after checking that every offset it prints is where the runtime puts it."""
+    report = str(fxslots.explain(model, x, **kw))
+    assert_offsets_are_the_runtime_views(model, x, report, **kw)
+    return report
+
+
+_ANNOTATION = re.compile(r"^    (\w+): .*# (?:read from slot: group \d+ at byte|reloaded from the "
+                         r"host arena before backward: group \d+ at host byte) (.+)$", re.M)
+
+
+def assert_offsets_are_the_runtime_views(model, x, report, dynamic=None, **options):
+    """The report's offsets are computed from plan fields. Check each against the tensor the
+    runtime built: compile the model again, run a forward, and read its saved tensors from the
+    autograd node (what the backward will read), as byte offsets into their slot's arenas."""
+    fxslots.reset()
+    c = torch.compile(copy.deepcopy(model), backend="fxslots",
+                      options={**options, "slots": 1}, dynamic=dynamic)
+    with recording() as records:
+        c(x.clone()).sum().backward()  # compiles the backward too
+        out = c(x.clone())
+    (record,) = records
+    saved = _saved_tensors(out)
+    assert len(saved) == len(record.saved.tensors), (len(saved), record.saved.tensors)
+    (layout,) = record.variant.layouts.values()  # one shape ran: its symbols' values
+    env = {sympy.Symbol(k): v for k, v in layout.key}
+    printed = {name: int(sympy.sympify(e).subs(env)) for name, e in _ANNOTATION.findall(report)}
+    (slot,) = [s for g in fxslots.regions() for s in g.ring.slots if s.pending()]
+    actual = {}
+    for meta, t in zip(record.saved.tensors, saved, strict=True):
+        base = t.untyped_storage().data_ptr()
+        if any(a is not None and base == a.data_ptr() for a in (slot.arena, slot.host_arena)):
+            actual[meta.name] = t.storage_offset() * t.element_size()
+    assert printed == actual, f"printed {printed}, built {actual}"
+    out.sum().backward()
+    fxslots.reset()
+
+
+def _saved_tensors(out):
+    """What AOTAutograd saved for ``out``'s backward, in the forward graph's output order."""
+    todo, seen = [out.grad_fn], set()
+    while todo:
+        node = todo.pop()
+        if type(node).__name__.startswith("CompiledFunctionBackward"):
+            return (*node.saved_tensors, *getattr(node, "_tensors_no_vc_check", ()))
+        seen.add(node)
+        todo += [n for n, _ in node.next_functions if n is not None and n not in seen]
+    raise AssertionError("no compiled autograd node behind the output")
 
 
 class InPlaceInput(torch.nn.Module):
@@ -317,9 +368,60 @@ groups:
 arena bytes per slot: 512
 saved bytes in slot: 256, copy-free: 256
 bytes copied per forward: 0""")
-    plan = explain(model, xs[0], slots=2, partitioner="default", copy_free=False)
-    assert_expected_inline(plan.split("----- plan -----")[1], """\
-
+    assert_expected_inline(explain(model, xs[0], slots=2, partitioner="default",
+                                   copy_free=False), """\
+===== graph 0 (v0 of region 0) =====
+----- forward (rewritten) -----
+def forward(
+    primals_1: f32[8, 16],
+    primals_2: f32[4, 8],
+    slot_mm: f32[4, 16] @ slot byte 0,
+    slot_getitem: f32[4, 8] @ slot byte 0,
+    slot_getitem_1: f32[4, 8] @ slot byte 32,
+    slot_t: f32[8, 4] @ slot byte 32,
+    slot_expand: f32[4, 8] @ slot byte 0,
+):
+    mm: f32[4, 16] = aten.mm(primals_2, primals_1)
+    copy__default = aten.copy_(slot_mm, mm)  # copied: slot bytes [0, 256) hold group 1
+    split = aten.split.Tensor(mm, 8, -1)
+    getitem: f32[4, 8] = getitem(split, 0)
+    getitem_1: f32[4, 8] = getitem(split, 1)
+    mul: f32[4, 8] = aten.mul.Tensor(getitem, getitem_1)
+    sum_1: f32[] = aten.sum(mul)
+    t: f32[8, 4] = aten.t(getitem_1)
+    slice_1: f32[1, 8] = aten.slice.Tensor(getitem, 0, 0, 1)
+    expand: f32[4, 8] = aten.expand(slice_1, [4, 8])
+    mm_1: f32[8, 8] = aten.mm(t, expand)
+    sum_2: f32[] = aten.sum(mm_1)
+    add: f32[] = aten.add.Tensor(sum_1, sum_2)
+    return [add, primals_2, slot_getitem, slot_getitem_1, slot_t, slot_expand]
+----- backward -----
+def backward(
+    primals_2: f32[4, 8],
+    getitem: f32[4, 8],  # read from slot: group 1 at byte 0
+    getitem_1: f32[4, 8],  # read from slot: group 1 at byte 32
+    t: f32[8, 4],  # read from slot: group 1 at byte 32
+    expand: f32[4, 8],  # read from slot: group 1 at byte 0
+    tangents_1: f32[],
+):
+    expand_1: f32[8, 8] = aten.expand(tangents_1, [8, 8])
+    t_1: f32[4, 8] = aten.t(t)
+    mm_2: f32[4, 8] = aten.mm(t_1, expand_1)
+    t_2: f32[8, 4] = aten.t(expand)
+    mm_3: f32[8, 4] = aten.mm(expand_1, t_2)
+    sum_3: f32[1, 8] = aten.sum.dim_IntList(mm_2, [0], True)
+    slice_backward: f32[4, 8] = aten.slice_backward(sum_3, [4, 8], 0, 0, 1, 1)
+    t_3: f32[4, 8] = aten.t(mm_3)
+    expand_2: f32[4, 8] = aten.expand(tangents_1, [4, 8])
+    mul_1: f32[4, 8] = aten.mul.Tensor(expand_2, getitem)
+    mul_2: f32[4, 8] = aten.mul.Tensor(expand_2, getitem_1)
+    add_1: f32[4, 8] = aten.add.Tensor(slice_backward, mul_2)
+    add_2: f32[4, 8] = aten.add.Tensor(t_3, mul_1)
+    cat: f32[4, 16] = aten.cat([add_1, add_2], 1)
+    t_4: f32[8, 4] = aten.t(primals_2)
+    mm_4: f32[8, 16] = aten.mm(t_4, cat)
+    return [mm_4, None]
+----- plan -----
 tensor     shape      stride   bytes  group  offset  write
 ---------  ---------  -------  -----  -----  ------  --------------------
 primals_2  f32[4, 8]  [8, 1]   128    g0     -       no slot
