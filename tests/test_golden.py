@@ -438,6 +438,82 @@ saved bytes in slot: 256, copy-free: 0
 bytes copied per forward: 256""")
 
 
+class StrideZeroSlice(torch.nn.Module):
+    """Saves ``h[:, :1].expand(B, 8)``: a stride-0 view of one column of a bigger tensor."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+        self.w = torch.nn.Parameter(torch.randn(8))
+
+    def forward(self, x):
+        h = self.lin(x)
+        return h[:, :1].expand(x.shape[0], 8) * self.w
+
+
+def test_a_stride_zero_member_is_copied_one_slice():
+    # The saved views cover only part of their storage, so the member is copied on its own;
+    # its expanded dimension holds one value: copy_ takes one slice of it (copy_ refuses a
+    # destination whose elements overlap), and the slot view carries the expanded layout.
+    torch.manual_seed(0)
+    model = StrideZeroSlice()
+    xs = [torch.randn(4, 8), torch.randn(4, 8)]
+    check_numerics(model, xs, partitioner="default")
+    assert_expected_inline(explain(model, xs[0], slots=2, partitioner="default"), """\
+===== graph 0 (v0 of region 0) =====
+----- forward (rewritten) -----
+def forward(
+    primals_1: f32[8, 8],
+    primals_2: f32[8],
+    primals_3: f32[4, 8],
+    primals_4: f32[8],
+    slot_expand: f32[4, 8] @ slot byte 0,
+):
+    t: f32[8, 8] = aten.t(primals_1)
+    addmm: f32[4, 8] = aten.addmm(primals_2, primals_3, t)
+    slice_1: f32[4, 1] = aten.slice.Tensor(addmm, 1, 0, 1)
+    expand: f32[4, 8] = aten.expand(slice_1, [4, 8])
+    slice_tensor = aten.slice.Tensor(expand, 1, 0, 1)
+    slice_tensor_1 = aten.slice.Tensor(slot_expand, 1, 0, 1)
+    copy__default = aten.copy_(slice_tensor_1, slice_tensor)  # copied: slot bytes [0, 100) hold group 2
+    mul: f32[4, 8] = aten.mul.Tensor(expand, primals_4)
+    return [mul, primals_3, primals_4, slot_expand]
+----- backward -----
+def backward(
+    primals_3: f32[4, 8],
+    primals_4: f32[8],
+    expand: f32[4, 8],  # read from slot: group 2 at byte 0
+    tangents_1: f32[4, 8],
+):
+    mul_1: f32[4, 8] = aten.mul.Tensor(tangents_1, expand)
+    mul_2: f32[4, 8] = aten.mul.Tensor(tangents_1, primals_4)
+    sum_1: f32[1, 8] = aten.sum.dim_IntList(mul_1, [0], True)
+    view: f32[8] = aten.view(sum_1, [8])
+    sum_2: f32[4, 1] = aten.sum.dim_IntList(mul_2, [1], True)
+    slice_backward: f32[4, 8] = aten.slice_backward(sum_2, [4, 8], 1, 0, 1, 1)
+    t_1: f32[8, 4] = aten.t(slice_backward)
+    mm: f32[8, 8] = aten.mm(t_1, primals_3)
+    t_2: f32[8, 8] = aten.t(mm)
+    sum_3: f32[1, 8] = aten.sum.dim_IntList(slice_backward, [0], True)
+    view_1: f32[8] = aten.view(sum_3, [8])
+    t_3: f32[8, 8] = aten.t(t_2)
+    return [t_3, view_1, None, view]
+----- plan -----
+tensor     shape      stride  bytes  group  offset  write
+---------  ---------  ------  -----  -----  ------  -------------
+primals_3  f32[4, 8]  [8, 1]  128    g0     -       no slot
+primals_4  f32[8]     [1]     32     g1     -       no slot
+expand     f32[4, 8]  [8, 0]  100    g2     0       copied (copy)
+
+groups:
+  g0: no slot   offset 0, 128 bytes  (user input: the caller owns it)
+  g1: no slot   offset 0, 32 bytes  (parameter or buffer: outlives every replay)
+  g2: copied    offset 0, 100 bytes  (saved views cover only part of addmm)
+arena bytes per slot: 512
+saved bytes in slot: 100, copy-free: 0
+bytes copied per forward: 16""")
+
+
 def test_dynamic_shapes_print_symbolic_offsets():
     torch.manual_seed(0)
     model = MLP(16, 32, 2)

@@ -154,8 +154,7 @@ MUTANTS: tuple[Mutant, ...] = (
            "            if st == 0:\n",
            "            if False:\n",
            "an expanded (stride-0) member is copied once, not into overlapping bytes", "cpu",
-           ("tests/test_golden.py::test_aliasing_views_share_one_placement",
-            "tests/test_fuzz.py::test_grammar_coverage")),
+           ("tests/test_golden.py::test_a_stride_zero_member_is_copied_one_slice",)),
     # ------------------------------------------------------------ staging and write-back
     Mutant("replay-skips-staging", EXECUTOR,
            "        for i, dst in cap.stage:\n            dst.copy_(args[i])",

@@ -32,8 +32,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mutants import MUTANTS, Mutant  # noqa: E402
+if __package__:
+    from .mutants import MUTANTS, Mutant
+else:  # run as a script
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from mutants import MUTANTS, Mutant
 
 ROOT = Path(__file__).resolve().parents[2]
 FULL_CPU_SUITE = ("tests",)  # README's `python3 -m pytest -q`: the whole suite, cuda skipped
@@ -85,6 +88,10 @@ def classify(rc: int, out: str) -> tuple[str, str]:
     """(result, first failing test) from pytest's exit status and output."""
     if rc == -1:
         return "killed", "(timed out)"
+    if rc < 0:  # a signal: faulthandler printed the crashing test's frame, innermost first
+        frame = re.search(r'File "[^"]*/(tests/[^"]+\.py)", line \d+ in (test_\w+)', out)
+        where = f"{frame.group(1)}::{frame.group(2)}" if frame else "a test"
+        return "killed", f"{where} (crashed: signal {-rc})"
     if rc in (4, 5) or "ERROR: not found" in out:
         return "BAD SELECTION", out.strip().splitlines()[-1] if out.strip() else ""
     failed = re.search(r"^(?:FAILED|ERROR) (\S+)", out, re.M)
