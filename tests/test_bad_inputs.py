@@ -373,9 +373,15 @@ def test_mode_is_refused():
     refuse = fxb.fxslots_backend(None, [], mode="reduce-overhead")
     with pytest.raises(OptionsError, match="takes no mode="):
         refuse(torch.randn(2))
-    c = torch.compile(Net(), backend="fxslots", mode="reduce-overhead")
+    model, eager = Net(), Net()
+    c = torch.compile(model, backend="fxslots", mode="reduce-overhead")
     with pytest.raises(OptionsError, match="reduce-overhead"):
         c(batch())
+    assert rings() == [] and all(p.grad is None for p in model.parameters())
+    fxslots.reset()
+    run_fb(compiled(model, slots=1), [batch()], [0])
+    run_fb(eager, [batch()], [0])
+    assert_same_grads(model, eager)
 
 
 def test_model_that_graph_breaks():
