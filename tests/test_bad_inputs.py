@@ -18,19 +18,7 @@ from torch import nn
 import fxslots
 from fxslots import ArenaLimitError, OptionsError, SlotsExhaustedError
 from fxslots import backend as fxb
-
-
-class Net(nn.Module):
-    """Linear + tanh twice: saved activations in every layer, a (B, 8) -> (B, 8) map."""
-
-    def __init__(self, d: int = 8):
-        super().__init__()
-        torch.manual_seed(0)
-        self.a = nn.Linear(d, d)
-        self.b = nn.Linear(d, d)
-
-    def forward(self, x):
-        return torch.tanh(self.b(torch.tanh(self.a(x))))
+from tests.helpers import Net
 
 
 def rings():
@@ -459,7 +447,7 @@ _FAIL = {"on": False}
 @torch.library.custom_op("fxslots_reliability::maybe_fail", mutates_args=())
 def _maybe_fail(x: torch.Tensor) -> torch.Tensor:
     if _FAIL["on"]:
-        raise ValueError("injected failure half-way through the forward")
+        raise ValueError("injected failure inside a compiled graph")
     return x.clone()
 
 
@@ -500,18 +488,6 @@ def test_exception_half_way_through_forward():
     assert_same_grads(model, eager)
 
 
-@torch.library.custom_op("fxslots_reliability::fail_in_backward", mutates_args=())
-def _fail_in_backward(g: torch.Tensor) -> torch.Tensor:
-    if _FAIL["on"]:
-        raise ValueError("injected failure inside the backward")
-    return g.clone()
-
-
-@_fail_in_backward.register_fake
-def _(g):
-    return torch.empty_like(g)
-
-
 @torch.library.custom_op("fxslots_reliability::mark", mutates_args=())
 def _mark(x: torch.Tensor) -> torch.Tensor:
     return x.clone()
@@ -522,9 +498,9 @@ def _(x):
     return torch.empty_like(x)
 
 
-# The backward of ``mark`` runs an op that raises at run time (when _FAIL is on), inside the
-# compiled backward graph.
-_mark.register_autograd(lambda ctx, g: _fail_in_backward(g))
+# The backward of ``mark`` runs maybe_fail, which raises at run time (when _FAIL is on) inside
+# the compiled backward graph.
+_mark.register_autograd(lambda ctx, g: _maybe_fail(g))
 
 
 def test_exception_inside_the_backward():
@@ -543,7 +519,7 @@ def test_exception_inside_the_backward():
     out = c(x1)
     _FAIL["on"] = True
     try:
-        with pytest.raises(ValueError, match="inside the backward") as ei:
+        with pytest.raises(ValueError, match="injected failure") as ei:
             out.sum().backward()
     finally:
         _FAIL["on"] = False

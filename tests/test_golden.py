@@ -66,6 +66,14 @@ def assert_offsets_are_the_runtime_views(model, x, report, dynamic=None, **optio
     fxslots.reset()
 
 
+def without_backward_body(report: str) -> str:
+    """The report without the backward graph's body (its placeholders stay)."""
+    head, rest = report.split("----- backward -----\n")
+    signature, body = rest.split("):\n", 1)
+    return head + "----- backward -----\n" + signature + "):\n    ...\n" + body[
+        body.index("----- plan -----"):]
+
+
 def _saved_tensors(out):
     """What AOTAutograd saved for ``out``'s backward, in the forward graph's output order."""
     todo, seen = [out.grad_fn], set()
@@ -368,8 +376,9 @@ groups:
 arena bytes per slot: 512
 saved bytes in slot: 256, copy-free: 256
 bytes copied per forward: 0""")
-    assert_expected_inline(explain(model, xs[0], slots=2, partitioner="default",
-                                   copy_free=False), """\
+    # The backward graph is the one above; its placeholders (what the slot holds) are kept.
+    assert_expected_inline(without_backward_body(explain(
+        model, xs[0], slots=2, partitioner="default", copy_free=False)), """\
 ===== graph 0 (v0 of region 0) =====
 ----- forward (rewritten) -----
 def forward(
@@ -404,23 +413,7 @@ def backward(
     expand: f32[4, 8],  # read from slot: group 1 at byte 0
     tangents_1: f32[],
 ):
-    expand_1: f32[8, 8] = aten.expand(tangents_1, [8, 8])
-    t_1: f32[4, 8] = aten.t(t)
-    mm_2: f32[4, 8] = aten.mm(t_1, expand_1)
-    t_2: f32[8, 4] = aten.t(expand)
-    mm_3: f32[8, 4] = aten.mm(expand_1, t_2)
-    sum_3: f32[1, 8] = aten.sum.dim_IntList(mm_2, [0], True)
-    slice_backward: f32[4, 8] = aten.slice_backward(sum_3, [4, 8], 0, 0, 1, 1)
-    t_3: f32[4, 8] = aten.t(mm_3)
-    expand_2: f32[4, 8] = aten.expand(tangents_1, [4, 8])
-    mul_1: f32[4, 8] = aten.mul.Tensor(expand_2, getitem)
-    mul_2: f32[4, 8] = aten.mul.Tensor(expand_2, getitem_1)
-    add_1: f32[4, 8] = aten.add.Tensor(slice_backward, mul_2)
-    add_2: f32[4, 8] = aten.add.Tensor(t_3, mul_1)
-    cat: f32[4, 16] = aten.cat([add_1, add_2], 1)
-    t_4: f32[8, 4] = aten.t(primals_2)
-    mm_4: f32[8, 16] = aten.mm(t_4, cat)
-    return [mm_4, None]
+    ...
 ----- plan -----
 tensor     shape      stride   bytes  group  offset  write
 ---------  ---------  -------  -----  -----  ------  --------------------

@@ -13,11 +13,11 @@ import time
 
 import pytest
 import torch
-from torch import nn
 
 import fxslots
 from fxslots.options import Options
 from fxslots.runtime.ring import SlotRing
+from tests.helpers import Net
 
 THREADS = 4
 STEPS = 8
@@ -81,16 +81,6 @@ def test_the_ring_never_hands_one_slot_to_two_threads(slow_acquire):
 
     _in_threads(work)
     assert ring.pending() == 0
-
-
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        torch.manual_seed(0)
-        self.a, self.b = nn.Linear(8, 8), nn.Linear(8, 8)
-
-    def forward(self, x):
-        return torch.tanh(self.b(torch.tanh(self.a(x))))
 
 
 def _inputs(i: int, step: int) -> torch.Tensor:
