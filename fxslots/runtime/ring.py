@@ -74,27 +74,10 @@ class SlotRing:
         self._microbatches = itertools.count()
         self._lock = threading.RLock()
         self._listeners: list[weakref.WeakMethod] = []
-        self._anchors: dict[int, weakref.ref] = {}
 
     def subscribe(self, listener: ArenaMoved) -> None:
         """Call ``listener(slot_index)`` whenever that slot's arenas move; held weakly."""
         self._listeners.append(weakref.WeakMethod(listener))
-
-    def anchor(self, obj: Any) -> None:
-        """Free the arenas once ``obj`` (a parameter of the compiled model) and every other
-        anchor have died: Dynamo keeps compiled code (and so this ring) after the model is
-        gone, but nothing can run on the slots of a model that no longer exists."""
-        key = id(obj)
-        if key in self._anchors:
-            return
-        ring = weakref.ref(self)
-
-        def died(_: Any, key: int = key) -> None:
-            r = ring()
-            if r is not None and r._anchors.pop(key, None) is not None and not r._anchors:
-                r.free()
-
-        self._anchors[key] = weakref.ref(obj, died)
 
     def acquire(self, nbytes: int, device: torch.device, variant: str,
                 host_nbytes: int = 0) -> tuple[Slot, Any, Any]:

@@ -64,7 +64,7 @@ class Variant:
 
     def forward(self, args: list[Any]) -> Any:
         if self.anchor_index is not None:
-            self.ring.anchor(args[self.anchor_index])
+            self.region.anchor(args[self.anchor_index])
         if not self.plan.views and not self.plan.staging:  # nothing to save, nothing to stage
             return self.executor.forward(self, None, args, None, (None, None))
         lay = self.layout(args)

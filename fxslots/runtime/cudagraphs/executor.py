@@ -67,12 +67,17 @@ class GraphExecutor:
 
     def slot_moved(self, slot: int) -> None:
         """Its arenas moved: every graph of that slot points at freed memory."""
-        for k in [k for k in self.graphs if k.slot == slot]:
-            del self.graphs[k]
+        self._drop(lambda k: k.slot == slot)
 
     def staging_moved(self) -> None:
-        for k in [k for k in self.graphs if k.direction is Direction.BACKWARD]:
-            del self.graphs[k]
+        self._drop(lambda k: k.direction is Direction.BACKWARD)
+
+    def _drop(self, stale) -> None:
+        # Rebuilt, not deleted from in place: freeing a graph can run finalizers (a model's
+        # last parameter dying frees its region) that drop graphs here too.
+        keep = {k: v for k, v in self.graphs.items() if not stale(k)}
+        self.graphs, old = keep, self.graphs
+        del old
 
     def forward(self, variant: Variant, slot: Slot | None, args: list[Any], layout,
                 aliases: tuple[Any, Any]) -> Any:
