@@ -46,6 +46,10 @@ class Options:
     ``fxslots.policies.RECOMPUTE`` ('none' or 'pointwise')."""
     offload: str = "none"
     """Which saved groups go to the slot's host arena: 'none', 'all' or 'above:<bytes>'."""
+    grad_accumulation: str = "graph"
+    """Who adds gradients into existing ``.grad`` buffers: "graph" (the backward, inside its
+    CUDA graph) or "autograd" (one launch per parameter after it; needed by hooks on the
+    gradient accumulator itself, such as DDP's reducer)."""
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -77,6 +81,10 @@ class Options:
             raise OptionsError(
                 f"fxslots option 'partitioner' must be one of {sorted(PARTITIONERS)}, "
                 f"got {self.partitioner!r}")
+        if self.grad_accumulation not in ("graph", "autograd"):
+            raise OptionsError(
+                "fxslots option 'grad_accumulation' must be 'graph' or 'autograd', "
+                f"got {self.grad_accumulation!r}")
         if self.on_capture_failure not in ("raise", "eager"):
             raise OptionsError(
                 "fxslots option 'on_capture_failure' must be 'raise' or 'eager', "
@@ -109,6 +117,7 @@ _TYPES = {
     "partitioner": (str,),
     "offload": (str,),
     "recompute": (str,),
+    "grad_accumulation": (str,),
 }
 
 

@@ -7,17 +7,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..options import Options
-from .cudagraphs.staging import StagingBuffer
+from .cudagraphs.staging import OutputBuffer, StagingBuffer
 from .ring import SlotRing
 
 
 @dataclass(eq=False)
 class Region:
-    """The slot ring of one region and the staging buffer of its backward replays. Variants
-    hold it; ``fxslots.state.regions`` only points at it."""
+    """The slot ring of one region and the buffers its backward replays share (staged inputs,
+    handed-out gradients). Variants hold it; ``fxslots.state.regions`` only points at it."""
 
     ring: SlotRing
     staging: StagingBuffer = field(default_factory=StagingBuffer)
+    outputs: OutputBuffer = field(default_factory=OutputBuffer)
     variants: list = field(default_factory=list)  # weak references to its Variants
     _anchors: dict[int, weakref.ref] = field(default_factory=dict)
 
@@ -48,3 +49,4 @@ class Region:
         """Give back every byte no microbatch holds, and the graphs that point at them."""
         self.ring.free()
         self.staging.free()
+        self.outputs.free()

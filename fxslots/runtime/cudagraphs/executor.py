@@ -29,7 +29,6 @@ from ..ring import Slot
 from ..variant import Direction, Variant
 from .outputs import Captured, OutKind, describe_outputs
 from .pool import CaptureFailed, CudaCapturer
-from .staging import StagingBuffer
 
 log = logging.getLogger(__name__)
 
@@ -43,14 +42,16 @@ class CaptureKey:
     generation: int  # of the slot's arenas
     staging: int  # generation of the staging buffer (backward only)
     shape: tuple  # the symbol values, and for backward the tangents' shapes
+    accumulate: bool = False  # the backward that adds into .grad buffers itself
 
 
 class GraphExecutor:
     """Replays captured CUDA graphs for one variant; captures on first use of each key."""
 
-    def __init__(self, variant: Variant, options: Options, staging: StagingBuffer):
+    def __init__(self, variant: Variant, options: Options):
         self.options = options
-        self.staging = staging
+        self.staging = variant.region.staging
+        self.outputs = variant.region.outputs
         self.capturer = CudaCapturer(variant.device)
         self.graphs: dict[CaptureKey, Captured] = {}
         self.warm: set[Direction] = set()
@@ -63,7 +64,7 @@ class GraphExecutor:
         self._tangents: list[int] | None = None
         self._packed: dict[tuple, tuple[list, int]] = {}  # staging layouts by tangent shapes
         variant.ring.subscribe(self.slot_moved)
-        staging.subscribe(self.staging_moved)
+        self.staging.subscribe(self.staging_moved)
 
     def slot_moved(self, slot: int) -> None:
         """Its arenas moved: every graph of that slot points at freed memory."""
@@ -98,19 +99,21 @@ class GraphExecutor:
         _write_back(args, [(i, gargs[i]) for i in self._staged if i in self._mutated])
         return out
 
-    def backward(self, variant: Variant, slot: Slot | None, args: list[Any]) -> Any:
+    def backward(self, variant: Variant, slot: Slot | None, args: list[Any],
+                 grads: list[torch.Tensor] | None) -> Any:
         if slot is None:
             return variant.backward_graph(*args)
         if self._tangents is None:
             self._tangents = _torch.tangent_indices(variant.backward_graph)
         tangents = [i for i in self._tangents if isinstance(args[i], torch.Tensor)]
-        gargs = self._stage_backward(variant, args, tangents)
+        gargs = self._stage_backward(variant, args, tangents) + (grads or [])
         key = CaptureKey(Direction.BACKWARD, slot.index, slot.generation,
                          self.staging.generation,
-                         (slot.layout.key, tuple(tuple(args[i].shape) for i in tangents)))
+                         (slot.layout.key, tuple(tuple(args[i].shape) for i in tangents)),
+                         grads is not None)
         cap = self.graphs.get(key)
         if cap is not None and self._replay(cap, gargs, slot):
-            return cap.results((None, None), variant.device)
+            return cap.results((None, None), variant.device, self.outputs)
         return self._first_runs(variant, slot, key, gargs, (), len(gargs), (None, None))
 
     def _replay(self, cap: Captured, args: list[Any], slot: Slot) -> bool:
@@ -142,12 +145,13 @@ class GraphExecutor:
             view.copy_(args[i])
             gargs[i] = view
         flats = views[len(tangents):]
-        return reload(variant.offloaded_args, gargs, variant.device, lambda n, dtype, g: flats[g])
+        return reload(variant.offloaded_args, gargs, variant.device,
+                      lambda n, dtype, g: flats[g])
 
     def _first_runs(self, variant, slot, key, gargs, stage, nargs, aliases) -> Any:
         """Warm up (once per direction), else capture and replay; or run uncaptured."""
-        gm = variant.forward_graph if key.direction is Direction.FORWARD else \
-            variant.backward_graph
+        gm = (variant.forward_graph if key.direction is Direction.FORWARD
+              else variant.accumulate.graph if key.accumulate else variant.backward_graph)
         if key.direction not in self.warm or key in self.uncaptured:
             # Lazy initialisation (cuBLAS handles, autotuning) must not land in a capture.
             self.warm.add(key.direction)
@@ -156,7 +160,8 @@ class GraphExecutor:
         if cap is None:
             return gm(*gargs)
         cap.graph.replay()
-        return cap.results(aliases, variant.device)
+        forward = key.direction is Direction.FORWARD
+        return cap.results(aliases, variant.device, None if forward else self.outputs)
 
     def _capture(self, variant, slot, key, gm, gargs, stage, nargs) -> Captured | None:
         try:
