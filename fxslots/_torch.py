@@ -34,6 +34,7 @@ __all__ = [
     "storage_alias",
     "shape_env_of",
     "storage_key",
+    "storage_cdata",
     "is_fake",
     "trace_artifact",
     "symbol_of",
@@ -82,6 +83,12 @@ def storage_alias(data_ptr: int, device: torch.device, nbytes: int) -> torch.Unt
 def storage_key(t: torch.Tensor) -> Any:
     """Hashable identity of a tensor's storage; works on FakeTensors."""
     return StorageWeakRef(t.untyped_storage())
+
+
+def storage_cdata(t: torch.Tensor) -> int:
+    """The address of a tensor's storage object: what ``StorageWeakRef.cdata`` compares,
+    without making a weak reference (this runs at every backward)."""
+    return t.untyped_storage()._cdata
 
 
 def is_fake(t: Any) -> bool:

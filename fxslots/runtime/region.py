@@ -20,6 +20,7 @@ class Region:
     staging: StagingBuffer = field(default_factory=StagingBuffer)
     outputs: OutputBuffer = field(default_factory=OutputBuffer)
     variants: list = field(default_factory=list)  # weak references to its Variants
+    noted_capture: bool = False  # logged that a capture happened outside fxslots.prepare
     _anchors: dict[int, weakref.ref] = field(default_factory=dict)
 
     @classmethod

@@ -55,8 +55,10 @@ class Slot:
         return any(o is not None and not o.expired() for o in (self.owner, self.host_owner))
 
     def owns(self, t: torch.Tensor) -> bool:
-        key = _torch.storage_key(t).cdata
-        return any(o is not None and key == o.cdata for o in (self.owner, self.host_owner))
+        return self.holds(_torch.storage_cdata(t))
+
+    def holds(self, cdata: int) -> bool:
+        return any(o is not None and cdata == o.cdata for o in (self.owner, self.host_owner))
 
 
 class SlotRing:
@@ -164,8 +166,9 @@ class SlotRing:
 
     def find(self, saved: torch.Tensor) -> Slot:
         """The slot whose current forward produced ``saved``."""
+        cdata = _torch.storage_cdata(saved)
         for s in self.slots:
-            if s.owns(saved):
+            if s.holds(cdata):
                 return s
         raise FxslotsError(
             f"fxslots: a backward of {self.name} got saved tensors from no pending slot; their "

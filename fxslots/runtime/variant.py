@@ -69,11 +69,10 @@ class Variant:
         return self.region.ring
 
     def layout(self, args: list[Any]) -> ViewLayout:
-        env = self.binder.bind(args)
-        key = tuple(env.values())
+        key = self.binder.key(args) if self.binder.read else ()
         lay = self.layouts.get(key)
         if lay is None:
-            lay = self.layouts[key] = layout_of(self.plan, env)
+            lay = self.layouts[key] = layout_of(self.plan, self.binder.bind(args))
         return lay
 
     def forward(self, args: list[Any]) -> Any:

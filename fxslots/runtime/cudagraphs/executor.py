@@ -62,7 +62,8 @@ class GraphExecutor:
         mutated = mutated_placeholders(variant.forward_graph)
         self._mutated = {i for i, p in enumerate(placeholders) if p in mutated}
         self._tangents: list[int] | None = None
-        self._packed: dict[tuple, tuple[list, int]] = {}  # staging layouts by tangent shapes
+        # Views of the staging buffer by (its generation, the staged shapes): built once.
+        self._staging_views: dict[tuple, list[torch.Tensor]] = {}
         variant.ring.subscribe(self.slot_moved)
         self.staging.subscribe(self.staging_moved)
 
@@ -71,6 +72,7 @@ class GraphExecutor:
         self._drop(lambda k: k.slot == slot)
 
     def staging_moved(self) -> None:
+        self._staging_views = {}
         self._drop(lambda k: k.direction is Direction.BACKWARD)
 
     def _drop(self, stale) -> None:
@@ -136,13 +138,15 @@ class GraphExecutor:
         spans = offloaded_spans(variant.offloaded_args, args)
         shapes = tuple((args[i].dtype, tuple(args[i].shape), args[i].stride()) for i in tangents)
         shapes += tuple((dtype, (n,), (1,)) for dtype, n in spans)
-        packed = self._packed.get(shapes)
-        if packed is None:
-            packed = self._packed[shapes] = pack(shapes, self.options.alignment)
-        views = self.staging.views(*packed, variant.device)
+        views = self._staging_views.get((self.staging.generation, shapes))
+        if views is None:
+            packed = pack(shapes, self.options.alignment)
+            views = self.staging.views(*packed, variant.device)
+            self._staging_views[(self.staging.generation, shapes)] = views
         gargs = list(args)
-        for i, view in zip(tangents, views[:len(tangents)], strict=True):
-            view.copy_(args[i])
+        staged = views[:len(tangents)]
+        _torch.foreach_copy_(staged, [args[i] for i in tangents])
+        for i, view in zip(tangents, staged, strict=True):
             gargs[i] = view
         flats = views[len(tangents):]
         return reload(variant.offloaded_args, gargs, variant.device,
@@ -172,6 +176,11 @@ class GraphExecutor:
         state.counters["captures"] += 1
         log.info("%s: captured %s graph for slot %d (%d captures in all)", variant.name,
                  key.direction.value, slot.index, state.counters["captures"])
+        if not state.preparing and not variant.region.noted_capture:
+            variant.region.noted_capture = True
+            log.warning("fxslots: %s captured a CUDA graph for a shape or slot it had not seen "
+                        "(%s) while training; fxslots.prepare(model, examples) captures every "
+                        "shape up front", variant.name, key.direction.value)
         cap = self._describe(graph, outs, key, slot, gargs, stage, nargs)
         del outs  # pool outputs die here; their bytes may serve later captures as scratch
         self.graphs[key] = cap
