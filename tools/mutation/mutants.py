@@ -29,6 +29,9 @@ class Mutant:
 RING = "fxslots/runtime/ring.py"
 VARIANT = "fxslots/runtime/variant.py"
 LAYOUT = "fxslots/runtime/layout.py"
+REGION = "fxslots/runtime/region.py"
+STREAMS = "fxslots/streams.py"
+OFFLOAD = "fxslots/passes/offload.py"
 EXECUTOR = "fxslots/runtime/cudagraphs/executor.py"
 POOL = "fxslots/runtime/cudagraphs/pool.py"
 PLAN = "fxslots/passes/plan.py"
@@ -83,7 +86,7 @@ MUTANTS: tuple[Mutant, ...] = (
            "a forward never takes a slot whose backward has not run", "cpu",
            (f"{BAD}::test_too_many_forwards_in_flight", "tests/test_runtime.py")),
     Mutant("owns-any-owned-slot", RING,
-           "o is not None and key == o.cdata for o in",
+           "o is not None and cdata == o.cdata for o in",
            "o is not None for o in",
            "a backward finds the slot its own forward took", "cpu",
            ("tests/test_fuzz.py::test_grammar_coverage", "tests/test_runtime.py")),
@@ -157,13 +160,13 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/test_golden.py::test_a_stride_zero_member_is_copied_one_slice",)),
     # ------------------------------------------------------------ staging and write-back
     Mutant("replay-skips-staging", EXECUTOR,
-           "        for i, dst in cap.stage:\n            dst.copy_(args[i])",
-           "        for i, dst in cap.stage:\n            pass",
+           "        if cap.stage:  # one multi-tensor copy",
+           "        if False:  # one multi-tensor copy",
            "a replay first copies the caller's inputs into the slot's staging", "cpu",
            (f"{STAND_IN}::test_executor_matches_aot_eager",)),
     Mutant("backward-skips-tangent-staging", EXECUTOR,
-           "views[:len(tangents)], strict=True):\n            view.copy_(args[i])",
-           "views[:len(tangents)], strict=True):\n            pass",
+           "        _torch.foreach_copy_(views, [args[i] for i in tangents])",
+           "        pass",
            "a backward replay reads this call's tangents from the staging buffer", "cpu",
            (f"{STAND_IN}::test_executor_matches_aot_eager",)),
     Mutant("replay-skips-write-back", EXECUTOR,
@@ -175,11 +178,12 @@ MUTANTS: tuple[Mutant, ...] = (
            "            if args[i].data_ptr() != ptr:",
            "            if False:",
            "a graph is not replayed once an input it points at moved", "cpu",
-           (f"{STAND_IN}::test_a_moved_parameter_is_captured_again",)),
+           (f"{STAND_IN}::test_a_moved_parameter_is_captured_again",
+            "tests/test_accumulate.py::test_replaced_buffers_are_never_written_stale")),
     # ------------------------------------------------------------ graph invalidation
     Mutant("growth-keeps-stale-graphs", EXECUTOR,
-           "for k in [k for k in self.graphs if k.slot == slot]:\n            del self.graphs[k]",
-           "for k in [k for k in self.graphs if k.slot == slot]:\n            pass",
+           "self._drop(lambda k: k.slot == slot)",
+           "pass",
            "a slot whose arena grows drops every graph that pointed into it", "cpu",
            (f"{STAND_IN}::test_a_bigger_variant_drops_the_graphs_of_the_slot_it_grows",)),
     Mutant("growth-keeps-generation", RING,
@@ -188,7 +192,7 @@ MUTANTS: tuple[Mutant, ...] = (
            "an arena that moves gets a new generation (capture keys go stale)", "cpu",
            ("tests/test_runtime.py::test_arena_grows_for_a_bigger_variant_and_respects_the_limit",
             f"{STAND_IN}::test_a_bigger_variant_drops_the_graphs_of_the_slot_it_grows")),
-    Mutant("model-death-keeps-arenas", RING,
+    Mutant("model-death-keeps-arenas", REGION,
            "and not r._anchors:\n                r.free()",
            "and not r._anchors:\n                pass",
            "a model's arenas are freed when the model dies", "cpu",
@@ -211,16 +215,16 @@ MUTANTS: tuple[Mutant, ...] = (
            "debug mode refuses to replay into a slot no live microbatch holds", "cpu",
            (f"{STAND_IN}::test_debug_refuses_a_replay_into_a_slot_nobody_holds",)),
     # ------------------------------------------------------------ offload reload
-    Mutant("reload-ignores-group-start", LAYOUT,
-           "+ m.storage_offset() - lo)",
-           "+ m.storage_offset())",
+    Mutant("reload-ignores-group-start", STREAMS,
+           "m.storage_offset() - lo) for m in members]",
+           "m.storage_offset()) for m in members]",
            "a reloaded member keeps its offset within its group", "cpu",
            ("tests/test_numerics.py::test_offloaded_groups_reload_bitwise",)),
-    Mutant("backward-reads-the-host-arena", LAYOUT,
-           "    if not groups:\n        return args",
-           "    if True:\n        return args",
+    Mutant("backward-reads-the-host-arena", OFFLOAD,
+           "            if user is not handle:\n                user.replace_input_with(m, v)",
+           "            if user is not handle:\n                pass",
            "offloaded groups are reloaded to the device before backward reads them", "cpu",
-           ("tests/test_numerics.py::test_backward_reads_reloaded_copies_not_the_host_arena",)),
+           ("tests/test_offload.py::test_graphs_copy_on_side_streams_and_join_before_use",)),
     # ------------------------------------------------------------ options
     Mutant("slots-unbounded", OPTIONS,
            "if not 1 <= o.slots <= MAX_SLOTS:",
@@ -242,6 +246,17 @@ MUTANTS: tuple[Mutant, ...] = (
            "        raise",
            "a bad option raises what `except fxslots.OptionsError` catches", "cpu",
            (f"{BAD}::test_unknown_or_bad_option", "tests/test_backend.py")),
+    # ------------------------------------------------------------ gradient accumulation
+    Mutant("accumulate-despite-hooks", "fxslots/_torch.py",
+           "and not grad.requires_grad and not param._backward_hooks",
+           "and not grad.requires_grad",
+           "a parameter with a hook gets its gradient through autograd, where the hook sees it",
+           "cpu", ("tests/test_accumulate.py::test_hooks_take_the_plain_backward",)),
+    Mutant("accumulated-gradients-also-returned", "fxslots/passes/accumulate.py",
+           "    for i in outputs:\n        outs[i] = None",
+           "    for i in outputs:\n        pass",
+           "a gradient added in the graph is not handed to autograd to add again", "cpu",
+           ("tests/test_accumulate.py::test_accumulation_in_the_graph_is_bitwise_eager",)),
     Mutant("import-registers-the-backend", "fxslots/__init__.py",
            "counters = state.counters\n",
            "from torch._dynamo import register_backend as _register  # noqa: E402\n"
@@ -272,9 +287,19 @@ MUTANTS: tuple[Mutant, ...] = (
            "a failed capture leaves the allocator as it was", "cuda",
            ("tests/test_cuda_reliability.py::"
             "test_failed_capture_leaves_everything_as_it_was_and_a_retry_succeeds",)),
-    Mutant("offload-copy-blocking", REWRITE,
-           "args = (d, s, True) if p.write is Write.OFFLOAD else (d, s)",
-           "args = (d, s)",
+    Mutant("offload-copy-blocking", STREAMS,
+           "host.copy_(value, non_blocking=True)",
+           "host.copy_(value)",
            "offload copies are asynchronous, so they can be captured", "cuda",
            ("tests/test_cuda.py::test_offloaded_activations_match_eager_under_replay",)),
+    Mutant("offload-not-joined", STREAMS,
+           "    if event is not None:\n        torch.cuda.current_stream(value.device).wait_event",
+           "    if False:\n        torch.cuda.current_stream(value.device).wait_event",
+           "the compute stream joins a d2h copy before the device bytes are reused", "cuda",
+           ("tests/test_cuda.py::test_offload_stays_ordered_with_a_slow_side_stream",)),
+    Mutant("reload-not-joined", STREAMS,
+           "    if handle.event is not None:\n",
+           "    if False:\n",
+           "the compute stream joins a reload before the backward reads it", "cuda",
+           ("tests/test_cuda.py::test_offload_stays_ordered_with_a_slow_side_stream",)),
 )
