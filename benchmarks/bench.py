@@ -158,10 +158,12 @@ class Runner:
         p = self.ctx.Process(target=bench_cases.child, args=(spec, row_path, log_path))
         t0 = time.monotonic()
         p.start()
-        p.join(timeout)
-        timed_out = p.is_alive()
-        if timed_out:
-            _kill(p)
+        try:
+            p.join(timeout)
+        finally:  # also when this process is stopped (SIGTERM, ^C): the case must not outlive it
+            timed_out = p.is_alive()
+            if timed_out:
+                _kill(p)
         row = _read_row(row_path, spec)
         row["case_wall_s"] = time.monotonic() - t0
         row["log"] = os.path.relpath(log_path, self.args.out)
@@ -251,30 +253,42 @@ def summary(row: dict) -> str:
     return f"{name}: {', '.join(figures)}{wall}{err}"
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
-    s = settings_of(args)
-    plan = make_plan(args, s)
-    est = print_estimates(plan, s)
-    if args.dry_run:
-        for part, specs in plan.items():
-            for c in specs:
-                print(f"  {part}: {c['model']} {c['schedule']} {c['case']}"
-                      + (f" (skipped: {c['skip']})" if c.get("skip") else ""))
-        return
-    # A case exits without tearing down (os._exit), leaving a semaphore that torch.compile made
-    # to the resource tracker, which cleans it up and would warn about it: the tracker is started
-    # with this process's -W options.
-    sys.warnoptions.append("ignore:resource_tracker:UserWarning")
-    runner = Runner(args, s)
+def run_parts(plan: dict[str, list[dict]], est: dict[str, float], runner: Runner,
+              s: bench_plan.Settings) -> dict[str, list[dict]]:
+    """Each part in turn, with its share of what is left of the budget; a table after each."""
     results = {}
     for i, (part, specs) in enumerate(plan.items()):
         rest = sum(est[p] for p in list(plan)[i:]) or 1.0
         share = runner.left() * est[part] / rest if s.budget_s else float("inf")
         print(f"\n== {part}: {len(specs)} cases" + (f", {share:.0f} s of the budget"
                                                       if s.budget_s else ""), flush=True)
+        t0 = time.monotonic()
         results[part] = runner.run_part(part, specs, share)
-        print("\n" + bench_report.text_table(part, results[part]), flush=True)
+        print(f"\n{part}: {time.monotonic() - t0:.0f} s (estimated {est[part]:.0f} s)\n\n"
+              + bench_report.text_table(part, results[part]), flush=True)
+    return results
+
+
+def print_plan(plan: dict[str, list[dict]]) -> None:
+    for part, specs in plan.items():
+        for c in specs:
+            print(f"  {part}: {c['model']} {c['schedule']} {c['case']}"
+                  + (f" (skipped: {c['skip']})" if c.get("skip") else ""))
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    s = settings_of(args)
+    plan = make_plan(args, s)
+    est = print_estimates(plan, s)
+    if args.dry_run:
+        return print_plan(plan)
+    # A case exits without tearing down (os._exit), leaving a semaphore that torch.compile made
+    # to the resource tracker, which cleans it up and would warn about it: the tracker is started
+    # with this process's -W options.
+    sys.warnoptions.append("ignore:resource_tracker:UserWarning")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds through Runner.launch
+    results = run_parts(plan, est, Runner(args, s), s)
     print("\n## Markdown\n")
     for part, rows in results.items():
         print(f"### {part}\n\n{bench_report.markdown_table(part, rows)}\n")

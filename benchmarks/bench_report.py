@@ -44,7 +44,7 @@ def _ratio(base_case: str) -> Callable[[Row, list[Row]], str]:
 def _error(r: Row, rows: list[Row]) -> str:
     text = r.get("skipped") and f"skipped: {r['skipped']}" or r.get("error") or ""
     line = str(text).strip().splitlines()[0] if str(text).strip() else ""
-    return textwrap.shorten(line, 90, placeholder="...") if line else ""
+    return textwrap.shorten(line, 120, placeholder="...") if line else ""
 
 
 def _grad(r: Row, rows: list[Row]) -> str:
@@ -118,7 +118,13 @@ def markdown_table(part: str, rows: list[Row]) -> str:
 
 
 def notes(part: str, rows: list[Row]) -> list[str]:
-    """Lines under a part's table: the host link's bandwidth (offload)."""
+    """Lines under a part's table: the host link's bandwidth (offload), where to look next
+    (host)."""
+    if part == "host":
+        return ["host us: perf_counter around each call, no sync inside the loop; wall: synced "
+                "around the loop; GPU: steps queued behind a GPU sleep, timed by CUDA events. "
+                "fxslots' own share, part by part, without a GPU: "
+                "python benchmarks/host_overhead.py --components [--layers 24]"]
     link = next((r for r in rows if r.get("case") == "host-link"), None)
     if part != "offload" or link is None:
         return []

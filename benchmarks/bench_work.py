@@ -245,5 +245,5 @@ def error_text(e: BaseException) -> str:
     while getattr(root, "inner_exception", None) or root.__cause__:
         root = getattr(root, "inner_exception", None) or root.__cause__
     text = str(root).split("\n\nSet TORCHDYNAMO_VERBOSE")[0].strip()
-    outer = f"{type(e).__name__} <- " if root is not e else ""
-    return f"{outer}{type(root).__name__}: {text}"[:600]
+    outer = f" (raised through {type(e).__name__})" if root is not e else ""
+    return f"{type(root).__name__}: {text}"[:600] + outer
