@@ -123,6 +123,8 @@ class Runner:
         # The fork server imports bench_cases from PYTHONPATH (Python 3.11's ignores sys.path).
         os.environ["PYTHONPATH"] = os.pathsep.join(
             [here, os.path.dirname(here)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+        # torch.cuda.is_available() through NVML: a server that asks never initializes CUDA.
+        os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
         self.ctx = mp.get_context(args.start)
         if args.start == "forkserver":
             self.ctx.set_forkserver_preload(["bench_cases"])
@@ -150,11 +152,23 @@ class Runner:
         return rows
 
     def launch(self, spec: dict, name: str) -> dict:
+        row = self._launch(spec, name)
+        error = row.get("error") or ""
+        if self.ctx.get_start_method() == "forkserver" and any(t in error for t in FORK_TROUBLE):
+            print(f"a forked case cannot use CUDA here ({error[:120]}): every case from now on "
+                  "starts a fresh interpreter (--start spawn)", flush=True)
+            self.ctx = mp.get_context("spawn")
+            row = self._launch(spec, name)
+        return row
+
+    def _launch(self, spec: dict, name: str) -> dict:
         import bench_cases
 
         row_path = os.path.join(self.logs, name + ".row.json")
         log_path = os.path.join(self.logs, name + ".log")
         timeout = max(5.0, min(self.s.case_timeout_s, self.left()))
+        if os.path.exists(row_path):  # an earlier run's row must not stand in for this one's
+            os.remove(row_path)
         p = self.ctx.Process(target=bench_cases.child, args=(spec, row_path, log_path))
         t0 = time.monotonic()
         p.start()
@@ -182,6 +196,9 @@ class Runner:
         with open(path + ".tmp", "w") as fh:
             json.dump(doc, fh, indent=1)
         os.replace(path + ".tmp", path)
+
+
+FORK_TROUBLE = ("forked subprocess", "CUDA error: initialization error")
 
 
 def _kill(p) -> None:
@@ -296,8 +313,11 @@ def main(argv: list[str] | None = None) -> None:
     if args.png and "speed" in results:
         from chart import render
 
-        render(os.path.join(args.out, "speed.json"), args.png)
-        print(f"wrote {args.png}")
+        try:
+            render(os.path.join(args.out, "speed.json"), args.png)
+            print(f"wrote {args.png}")
+        except ImportError as e:  # the JSON is written; the chart can be drawn elsewhere
+            print(f"no chart: {e}")
 
 
 if __name__ == "__main__":
