@@ -43,6 +43,9 @@ __all__ = [
     "size_hint",
     "tracing_static_input_indices",
     "foreach_copy_",
+    "schedule_stages",
+    "schedule_microbatches",
+    "declare_no_donated_buffers",
 ]
 
 
@@ -169,3 +172,28 @@ def returns_view(target: Any) -> bool:
     if schema is None:
         return False
     return not schema.is_mutable and any(r.alias_info is not None for r in schema.returns)
+
+
+def schedule_stages(schedule: Any) -> list[Any]:
+    """The pipeline stages this rank runs in a ``torch.distributed.pipelining`` schedule: one
+    for single-stage schedules (``_stage``), several for the multi-stage ones (``_stages``)."""
+    stages = getattr(schedule, "_stages", None)
+    return list(stages) if stages is not None else [schedule._stage]
+
+
+def schedule_microbatches(schedule: Any) -> int:
+    """How many microbatches a pipeline schedule splits each step into."""
+    return int(schedule._n_microbatches)
+
+
+def declare_no_donated_buffers() -> None:
+    """Tell AOTAutograd that the backward being compiled reuses none of its saved tensors'
+    memory. True for fxslots: saved tensors live in slot arenas that the slot owns, and the
+    backward graph runs as it is. Without it a backward run with ``retain_graph=True`` (the
+    input-gradient step of zero-bubble schedules) fails on "compiled with non-empty donated
+    buffers". AOTAutograd computes the list before the forward compiler runs and shares it
+    between its outer and inner metadata, so it is emptied in place."""
+    ctx = torch._guards.TracingContext.try_get()
+    donated = getattr(getattr(ctx, "fw_metadata", None), "bw_donated_idxs", None)
+    if donated:
+        donated.clear()

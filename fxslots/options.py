@@ -46,6 +46,9 @@ class Options:
     ``fxslots.policies.RECOMPUTE`` ('none' or 'pointwise')."""
     offload: str = "none"
     """Which saved groups go to the slot's host arena: 'none', 'all' or 'above:<bytes>'."""
+    arena_group: str | None = None
+    """Compiled regions with the same group name share one slot ring and staging buffer (their
+    frames are never live at once beyond ``slots``); ``fxslots.pipelining`` names one per rank."""
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -77,6 +80,8 @@ class Options:
             raise OptionsError(
                 f"fxslots option 'partitioner' must be one of {sorted(PARTITIONERS)}, "
                 f"got {self.partitioner!r}")
+        if self.arena_group == "":
+            raise OptionsError("fxslots option 'arena_group' must be a non-empty name or None")
         if self.on_capture_failure not in ("raise", "eager"):
             raise OptionsError(
                 "fxslots option 'on_capture_failure' must be 'raise' or 'eager', "
@@ -109,6 +114,7 @@ _TYPES = {
     "partitioner": (str,),
     "offload": (str,),
     "recompute": (str,),
+    "arena_group": (str, type(None)),
 }
 
 

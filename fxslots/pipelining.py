@@ -1,0 +1,314 @@
+"""Slot counts and shared arenas from a ``torch.distributed.pipelining`` schedule.
+
+A schedule lists, per rank, its compute actions: F (forward), B (full backward), or, in
+zero-bubble schedules, I (input gradients) and W (weight gradients) of a (stage, microbatch).
+A microbatch's saved tensors in a stage, its *frame*, live from its F until the last of its
+backward actions: fxslots releases a slot at a backward that does not retain the graph, and
+torch runs I with ``retain_graph=True`` and W without.
+
+Everything here is pure data over action lists (tests build them by hand), except ``plan``,
+``slots_for`` and ``compile_stages``, which read a real schedule.
+
+    schedule = ScheduleInterleaved1F1B(stages, n_microbatches=8, loss_fn=loss)
+    plan = fxslots.pipelining.compile_stages(schedule)   # torch.compile each local stage
+    schedule.step(x, target=y)
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+from . import _torch, state
+from .errors import OptionsError
+
+log = logging.getLogger(__name__)
+
+FORWARD, BACKWARD, INPUT_GRAD, WEIGHT_GRAD = "F", "B", "I", "W"
+_COMPUTE = (FORWARD, BACKWARD, INPUT_GRAD, WEIGHT_GRAD)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One compute action of a rank, in the order the rank runs it."""
+
+    stage: int
+    kind: str  # F, B, I or W
+    microbatch: int
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One microbatch's saved tensors in one stage: held from step ``start`` (its F) through
+    step ``end`` (the last of its backward steps)."""
+
+    stage: int
+    microbatch: int
+    start: int
+    end: int
+
+
+def steps_of(actions: Iterable[Any]) -> list[Step]:
+    """The compute steps of one rank's action list: idle steps (None), communication,
+    UNSHARD/RESHARD and REDUCE_GRAD dropped; an OVERLAP_F_B's sub-actions in line, forwards
+    first (the conservative order: both frames are counted live at once)."""
+    out: list[Step] = []
+    for a in actions:
+        if a is None:
+            continue
+        if isinstance(a, Step):
+            out.append(a)
+            continue
+        subs = getattr(a, "sub_actions", None)
+        if subs:
+            out += sorted(steps_of(subs), key=lambda s: s.kind != FORWARD)
+            continue
+        kind = _kind(a)
+        if kind in _COMPUTE:
+            out.append(Step(a.stage_index, kind, a.microbatch_index))
+    return out
+
+
+def _kind(action: Any) -> str:
+    t = action.computation_type
+    return getattr(t, "value", t)  # torch's enum is a str Enum; hand-built lists may use str
+
+
+def frames_of(steps: Sequence[Step]) -> list[Frame]:
+    """Every frame of one rank. A backward step with no forward before it is an error (the
+    action list is malformed); a forward with no backward holds its frame to the end."""
+    start: dict[tuple[int, int], int] = {}
+    end: dict[tuple[int, int], int] = {}
+    for i, s in enumerate(steps):
+        key = (s.stage, s.microbatch)
+        if s.kind == FORWARD:
+            if key in start:
+                raise ValueError(f"stage {s.stage} runs microbatch {s.microbatch} forward twice "
+                                 f"(steps {start[key]} and {i})")
+            start[key] = i
+        elif key not in start:
+            raise ValueError(f"stage {s.stage} runs a backward ({s.kind}) of microbatch "
+                             f"{s.microbatch} at step {i} before its forward")
+        else:
+            end[key] = i
+    return [Frame(st, mb, i, end.get((st, mb), len(steps))) for (st, mb), i in start.items()]
+
+
+def live_at_forwards(frames: Sequence[Frame], stages: Iterable[int]) -> int:
+    """The most frames of ``stages`` held at once. Counted at each forward (where a frame
+    takes its slot), the frame itself included; a backward frees its slot once it is done."""
+    chosen = [f for f in frames if f.stage in set(stages)]
+    return max((sum(g.start <= f.start <= g.end for g in chosen) for f in chosen), default=0)
+
+
+@dataclass(frozen=True)
+class RankPlan:
+    """What one rank keeps in flight: per stage on its own, and all its stages together."""
+
+    rank: int
+    slots: dict[int, int]  # stage -> most frames of that stage at once
+    shared_slots: int  # most frames of all this rank's stages at once
+    split_backward: bool  # I and W steps: zero-bubble
+
+    @property
+    def stages(self) -> tuple[int, ...]:
+        return tuple(sorted(self.slots))
+
+    @property
+    def shares(self) -> bool:
+        """One ring for the rank's stages saves slots only when their peaks differ in time."""
+        return len(self.slots) > 1 and self.shared_slots < sum(self.slots.values())
+
+
+def plan_rank(rank: int, actions: Iterable[Any]) -> RankPlan:
+    steps = steps_of(actions)
+    frames = frames_of(steps)
+    stages = sorted({f.stage for f in frames})
+    return RankPlan(rank, {s: live_at_forwards(frames, [s]) for s in stages},
+                    live_at_forwards(frames, stages),
+                    any(s.kind in (INPUT_GRAD, WEIGHT_GRAD) for s in steps))
+
+
+@dataclass(frozen=True)
+class ArenaBytes:
+    """Slot arena bytes of one rank: one arena set per chunk against one coloured set."""
+
+    rank: int
+    per_chunk: int  # sum over its stages of (that stage's slots x its largest frame)
+    coloured: int  # the rank's shared slots x the largest frame of any of its stages
+    shared: bool  # whether the plan gives this rank one arena group
+
+    @property
+    def planned(self) -> int:
+        """What the plan's options cost."""
+        return self.coloured if self.shared else self.per_chunk
+
+
+@dataclass(frozen=True)
+class PipelinePlan:
+    """Slots per stage and arena groups per rank for one schedule; ``options(stage)`` is ready
+    to pass to ``torch.compile(..., backend="fxslots", options=...)``."""
+
+    schedule: str
+    ranks: dict[int, RankPlan]
+    share: bool = True  # give a rank whose stages peak at different times one arena group
+
+    @property
+    def slots(self) -> dict[int, int]:
+        """Stage -> the most microbatches whose forward waits for its backward."""
+        return {s: k for r in self.ranks.values() for s, k in r.slots.items()}
+
+    def rank_of(self, stage: int) -> RankPlan:
+        for r in self.ranks.values():
+            if stage in r.slots:
+                return r
+        raise OptionsError(f"fxslots: {self.schedule} runs no stage {stage}; its stages are "
+                           f"{sorted(self.slots)}")
+
+    def shared(self, stage: int) -> bool:
+        """Whether ``stage`` shares one ring with the other stages of its rank."""
+        return self.share and self.rank_of(stage).shares
+
+    def group(self, stage: int) -> str:
+        """The arena group of ``stage``: its rank's, or its own. Never none: Dynamo reuses
+        one compiled graph (so one region, one ring) for modules of one class compiled with
+        equal settings, which would put two stages with their own slot counts in one ring."""
+        r = self.rank_of(stage)
+        return f"{self.schedule} rank {r.rank}" if self.shared(stage) else \
+            f"{self.schedule} stage {stage}"
+
+    def needed(self, stage: int) -> int:
+        r = self.rank_of(stage)
+        return r.shared_slots if self.shared(stage) else r.slots[stage]
+
+    def options(self, stage: int, **extra: Any) -> dict[str, Any]:
+        """fxslots options for ``stage``: its slots and arena group, then ``extra``. A 'slots'
+        in ``extra`` below what the schedule keeps in flight is an error now, not mid-step.
+        They assume the stage compiles to one graph (``fullgraph=True``): each graph of a
+        stage split by graph breaks would take a slot of the group per microbatch."""
+        out: dict[str, Any] = {"slots": self.needed(stage), "arena_group": self.group(stage)}
+        out.update(extra)
+        self.check(stage, out["slots"])
+        return out
+
+    def check(self, stage: int, slots: int) -> None:
+        needed = self.needed(stage)
+        if slots < needed:
+            shared = (f" (its rank's stages {list(self.rank_of(stage).stages)} share one arena "
+                      f"group)" if self.shared(stage) else "")
+            raise OptionsError(
+                f"fxslots: {self.schedule} keeps up to {needed} microbatches of stage {stage} "
+                f"waiting for their backward{shared}, but its fxslots option 'slots' is "
+                f"{slots}; set 'slots' to at least {needed}, or pass "
+                f"fxslots.pipelining.plan(schedule).options({stage})")
+
+    def report(self, frame_bytes: Mapping[int, int]) -> list[ArenaBytes]:
+        """Per rank, given each stage's largest frame (arena bytes of one slot)."""
+        out = []
+        for r in self.ranks.values():
+            per_chunk = sum(k * frame_bytes[s] for s, k in r.slots.items())
+            coloured = r.shared_slots * max(frame_bytes[s] for s in r.slots)
+            out.append(ArenaBytes(r.rank, per_chunk, coloured, self.shared(r.stages[0])))
+        return out
+
+
+def plan_actions(schedule: str, order: Mapping[int, Iterable[Any]],
+                 share: bool = True) -> PipelinePlan:
+    """The plan of a schedule named ``schedule`` from its per-rank action lists."""
+    ranks = {rank: plan_rank(rank, actions) for rank, actions in sorted(order.items())}
+    stages = [s for r in ranks.values() for s in r.slots]
+    if len(stages) != len(set(stages)):
+        raise ValueError(f"{schedule}: a stage runs on several ranks: "
+                         f"{ {r.rank: list(r.stages) for r in ranks.values()} }")
+    return PipelinePlan(schedule, ranks, share)
+
+
+def gpipe_steps(n_microbatches: int, stage: int) -> list[Step]:
+    """What ScheduleGPipe's ``_step_microbatches`` runs: every forward, then every backward."""
+    return ([Step(stage, FORWARD, m) for m in range(n_microbatches)]
+            + [Step(stage, BACKWARD, m) for m in range(n_microbatches)])
+
+
+def one_f_one_b_steps(n_microbatches: int, num_stages: int, stage: int) -> list[Step]:
+    """What Schedule1F1B's ``_step_microbatches`` runs: ``num_stages - stage`` warm-up
+    forwards, then backward and forward in turn, then the remaining backwards. (Its
+    ``pipeline_order`` differs: the last rank's forwards there are numbered from 1.)"""
+    warmup = min(n_microbatches, num_stages - stage)
+    out = [Step(stage, FORWARD, m) for m in range(warmup)]
+    for m in range(n_microbatches):
+        out.append(Step(stage, BACKWARD, m))
+        if warmup + m < n_microbatches:
+            out.append(Step(stage, FORWARD, warmup + m))
+    return out
+
+
+def _order(schedule: Any) -> Mapping[int, Iterable[Any]] | None:
+    """Per rank, the actions ``schedule`` runs. The single-stage schedules run their own loop
+    (rank r runs stage r); the others run their ``pipeline_order``."""
+    name = type(schedule).__name__
+    if name in ("ScheduleGPipe", "Schedule1F1B"):
+        n, stages = _torch.schedule_microbatches(schedule), _torch.schedule_stages(schedule)
+        num = stages[0].num_stages
+        if name == "ScheduleGPipe":
+            return {r: gpipe_steps(n, r) for r in range(num)}
+        return {r: one_f_one_b_steps(n, num, r) for r in range(num)}
+    return getattr(schedule, "pipeline_order", None)
+
+
+def plan(schedule: Any, share: bool = True) -> PipelinePlan:
+    """The plan of a ``torch.distributed.pipelining`` schedule object, from the per-rank action
+    lists it runs (every rank builds the whole order)."""
+    name = type(schedule).__name__
+    order = _order(schedule)
+    if not order:
+        raise OptionsError(
+            f"fxslots: {name} exposes no per-rank action lists (its 'pipeline_order' is "
+            f"{order!r}), so fxslots cannot count the microbatches it keeps in flight; set "
+            f"the fxslots option 'slots' by hand to that count")
+    result = plan_actions(name, order, share)
+    if any(r.split_backward for r in result.ranks.values()):
+        warnings.warn(
+            f"fxslots: {name} splits backward into input gradients (I) and weight gradients "
+            f"(W). A compiled stage is one autograd node with one backward graph, so I and W "
+            f"each run all of it: twice the backward work. Each slot is held until the W "
+            f"step. Schedule1F1B or ScheduleInterleaved1F1B avoid the extra work",
+            stacklevel=2)
+    return result
+
+
+def slots_for(schedule: Any) -> dict[int, int]:
+    """Stage index -> the most microbatches whose forward waits for its backward."""
+    return plan(schedule).slots
+
+
+def compile_stages(schedule: Any, pipeline_plan: PipelinePlan | None = None, *,
+                   dynamic: bool | None = None, fullgraph: bool = True,
+                   **options: Any) -> PipelinePlan:
+    """``torch.compile`` every stage this rank runs in ``schedule`` with fxslots, with the slots
+    and arena group the plan gives it, then ``options``. Compiling after the schedule is built
+    also passes the zero-bubble schedules' refusal of compiled stages, which guards against
+    AOTAutograd's donated buffers: fxslots compiles none (its saved tensors live in slots).
+    ``fullgraph=True`` by default: the plan counts one graph per stage."""
+    import torch
+
+    pipeline_plan = pipeline_plan or plan(schedule)
+    for stage in _torch.schedule_stages(schedule):
+        opts = pipeline_plan.options(stage.stage_index, **options)
+        stage.submod = torch.compile(stage.submod, backend="fxslots", options=opts,
+                                     dynamic=dynamic, fullgraph=fullgraph)
+        log.info("stage %d of %s compiled with fxslots options %s", stage.stage_index,
+                 pipeline_plan.schedule, opts)
+    return pipeline_plan
+
+
+def arena_bytes() -> dict[str, int]:
+    """Bytes of every live slot arena, by ring (a ring shared by an arena group counted
+    once): what the plan's ``report`` predicts, measured."""
+    rings = {id(r.ring): r.ring for r in state.regions.values()}
+    out: dict[str, int] = defaultdict(int)
+    for ring in rings.values():
+        out[ring.name] += sum(s.nbytes for s in ring.slots)
+    return dict(out)
