@@ -1,31 +1,19 @@
-"""Slot counts and shared arenas from a ``torch.distributed.pipelining`` schedule.
+"""Slots from a pipeline schedule, as pure data over its per-rank action lists.
 
 A schedule lists, per rank, its compute actions: F (forward), B (full backward), or, in
 zero-bubble schedules, I (input gradients) and W (weight gradients) of a (stage, microbatch).
 A microbatch's saved tensors in a stage, its *frame*, live from its F until the last of its
 backward actions: fxslots releases a slot at a backward that does not retain the graph, and
-torch runs I with ``retain_graph=True`` and W without.
-
-Everything here is pure data over action lists (tests build them by hand), except ``plan``,
-``slots_for`` and ``compile_stages``, which read a real schedule.
-
-    schedule = ScheduleInterleaved1F1B(stages, n_microbatches=8, loss_fn=loss)
-    plan = fxslots.pipelining.compile_stages(schedule)   # torch.compile each local stage
-    schedule.step(x, target=y)
+torch runs I with ``retain_graph=True`` and W without. Tests build action lists by hand.
 """
 
 from __future__ import annotations
 
-import logging
-import warnings
-from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
-from . import _torch, state
-from .errors import OptionsError
-
-log = logging.getLogger(__name__)
+from ..errors import OptionsError
 
 FORWARD, BACKWARD, INPUT_GRAD, WEIGHT_GRAD = "F", "B", "I", "W"
 _COMPUTE = (FORWARD, BACKWARD, INPUT_GRAD, WEIGHT_GRAD)
@@ -243,72 +231,3 @@ def one_f_one_b_steps(n_microbatches: int, num_stages: int, stage: int) -> list[
         if warmup + m < n_microbatches:
             out.append(Step(stage, FORWARD, warmup + m))
     return out
-
-
-def _order(schedule: Any) -> Mapping[int, Iterable[Any]] | None:
-    """Per rank, the actions ``schedule`` runs. The single-stage schedules run their own loop
-    (rank r runs stage r); the others run their ``pipeline_order``."""
-    name = type(schedule).__name__
-    if name in ("ScheduleGPipe", "Schedule1F1B"):
-        n, stages = _torch.schedule_microbatches(schedule), _torch.schedule_stages(schedule)
-        num = stages[0].num_stages
-        if name == "ScheduleGPipe":
-            return {r: gpipe_steps(n, r) for r in range(num)}
-        return {r: one_f_one_b_steps(n, num, r) for r in range(num)}
-    return getattr(schedule, "pipeline_order", None)
-
-
-def plan(schedule: Any, share: bool = True) -> PipelinePlan:
-    """The plan of a ``torch.distributed.pipelining`` schedule object, from the per-rank action
-    lists it runs (every rank builds the whole order)."""
-    name = type(schedule).__name__
-    order = _order(schedule)
-    if not order:
-        raise OptionsError(
-            f"fxslots: {name} exposes no per-rank action lists (its 'pipeline_order' is "
-            f"{order!r}), so fxslots cannot count the microbatches it keeps in flight; set "
-            f"the fxslots option 'slots' by hand to that count")
-    result = plan_actions(name, order, share)
-    if any(r.split_backward for r in result.ranks.values()):
-        warnings.warn(
-            f"fxslots: {name} splits backward into input gradients (I) and weight gradients "
-            f"(W). A compiled stage is one autograd node with one backward graph, so I and W "
-            f"each run all of it: twice the backward work. Each slot is held until the W "
-            f"step. Schedule1F1B or ScheduleInterleaved1F1B avoid the extra work",
-            stacklevel=2)
-    return result
-
-
-def slots_for(schedule: Any) -> dict[int, int]:
-    """Stage index -> the most microbatches whose forward waits for its backward."""
-    return plan(schedule).slots
-
-
-def compile_stages(schedule: Any, pipeline_plan: PipelinePlan | None = None, *,
-                   dynamic: bool | None = None, fullgraph: bool = True,
-                   **options: Any) -> PipelinePlan:
-    """``torch.compile`` every stage this rank runs in ``schedule`` with fxslots, with the slots
-    and arena group the plan gives it, then ``options``. Compiling after the schedule is built
-    also passes the zero-bubble schedules' refusal of compiled stages, which guards against
-    AOTAutograd's donated buffers: fxslots compiles none (its saved tensors live in slots).
-    ``fullgraph=True`` by default: the plan counts one graph per stage."""
-    import torch
-
-    pipeline_plan = pipeline_plan or plan(schedule)
-    for stage in _torch.schedule_stages(schedule):
-        opts = pipeline_plan.options(stage.stage_index, **options)
-        stage.submod = torch.compile(stage.submod, backend="fxslots", options=opts,
-                                     dynamic=dynamic, fullgraph=fullgraph)
-        log.info("stage %d of %s compiled with fxslots options %s", stage.stage_index,
-                 pipeline_plan.schedule, opts)
-    return pipeline_plan
-
-
-def arena_bytes() -> dict[str, int]:
-    """Bytes of every live slot arena, by ring (a ring shared by an arena group counted
-    once): what the plan's ``report`` predicts, measured."""
-    rings = {id(r.ring): r.ring for r in state.regions.values()}
-    out: dict[str, int] = defaultdict(int)
-    for ring in rings.values():
-        out[ring.name] += sum(s.nbytes for s in ring.slots)
-    return dict(out)
