@@ -46,7 +46,8 @@ def _order(schedule: Any) -> Mapping[int, Iterable[Any]] | None:
     return getattr(schedule, "pipeline_order", None)
 
 
-def plan(schedule: Any, share: bool = True) -> PipelinePlan:
+def plan(schedule: Any, share: bool = True,
+         frame_bytes: Mapping[int, int] | None = None) -> PipelinePlan:
     """The plan of a ``torch.distributed.pipelining`` schedule object, from the per-rank action
     lists it runs (every rank builds the whole order)."""
     name = type(schedule).__name__
@@ -58,7 +59,8 @@ def plan(schedule: Any, share: bool = True) -> PipelinePlan:
             f"the fxslots option 'slots' by hand to that count")
     # Group names must not meet those of another pipeline compiled in this process.
     state.counters["pipeline_plans"] += 1
-    result = plan_actions(f"{name} #{state.counters['pipeline_plans']}", order, share)
+    result = plan_actions(f"{name} #{state.counters['pipeline_plans']}", order, share,
+                          frame_bytes)
     if any(r.split_backward for r in result.ranks.values()):
         warnings.warn(
             f"fxslots: {name} splits backward into input gradients (I) and weight gradients "

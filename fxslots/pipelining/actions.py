@@ -143,6 +143,10 @@ class PipelinePlan:
     schedule: str
     ranks: dict[int, RankPlan]
     share: bool = True  # give a rank whose stages peak at different times one arena group
+    frame_bytes: Mapping[int, int] | None = None
+    """Each stage's largest frame, where known (a previous run's ``fxslots.pipelining.
+    arena_bytes``): a shared ring sizes every slot for the largest frame of the rank, so with
+    frames of unequal size sharing can cost more than it saves; then the rank does not share."""
 
     @property
     def slots(self) -> dict[int, int]:
@@ -158,7 +162,11 @@ class PipelinePlan:
 
     def shared(self, stage: int) -> bool:
         """Whether ``stage`` shares one ring with the other stages of its rank."""
-        return self.share and self.rank_of(stage).shares
+        r = self.rank_of(stage)
+        if not (self.share and r.shares):
+            return False
+        return self.frame_bytes is None or _coloured(r, self.frame_bytes) < _per_chunk(
+            r, self.frame_bytes)
 
     def group(self, stage: int) -> str:
         """The arena group of ``stage``: its rank's, or its own. Never none: Dynamo reuses
@@ -195,23 +203,27 @@ class PipelinePlan:
 
     def report(self, frame_bytes: Mapping[int, int]) -> list[ArenaBytes]:
         """Per rank, given each stage's largest frame (arena bytes of one slot)."""
-        out = []
-        for r in self.ranks.values():
-            per_chunk = sum(k * frame_bytes[s] for s, k in r.slots.items())
-            coloured = r.shared_slots * max(frame_bytes[s] for s in r.slots)
-            out.append(ArenaBytes(r.rank, per_chunk, coloured, self.shared(r.stages[0])))
-        return out
+        return [ArenaBytes(r.rank, _per_chunk(r, frame_bytes), _coloured(r, frame_bytes),
+                           self.shared(r.stages[0])) for r in self.ranks.values()]
 
 
-def plan_actions(schedule: str, order: Mapping[int, Iterable[Any]],
-                 share: bool = True) -> PipelinePlan:
+def _per_chunk(r: RankPlan, frame_bytes: Mapping[int, int]) -> int:
+    return sum(k * frame_bytes[s] for s, k in r.slots.items())
+
+
+def _coloured(r: RankPlan, frame_bytes: Mapping[int, int]) -> int:
+    return r.shared_slots * max(frame_bytes[s] for s in r.slots)
+
+
+def plan_actions(schedule: str, order: Mapping[int, Iterable[Any]], share: bool = True,
+                 frame_bytes: Mapping[int, int] | None = None) -> PipelinePlan:
     """The plan of a schedule named ``schedule`` from its per-rank action lists."""
     ranks = {rank: plan_rank(rank, actions) for rank, actions in sorted(order.items())}
     stages = [s for r in ranks.values() for s in r.slots]
     if len(stages) != len(set(stages)):
         raise ValueError(f"{schedule}: a stage runs on several ranks: "
                          f"{ {r.rank: list(r.stages) for r in ranks.values()} }")
-    return PipelinePlan(schedule, ranks, share)
+    return PipelinePlan(schedule, ranks, share, frame_bytes)
 
 
 def gpipe_steps(n_microbatches: int, stage: int) -> list[Step]:

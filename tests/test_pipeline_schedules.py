@@ -1,0 +1,158 @@
+"""fxslots.pipelining on real torch.distributed.pipelining schedules, every stage on this one
+rank (gloo, CPU): slots from the schedule are enough and no fewer would do, arena groups share
+bytes, zero-bubble's split backward runs, and setup errors name the fix."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+import torch.distributed as dist
+
+import fxslots
+import fxslots.pipelining as fp
+from fxslots import _torch
+
+pipelining = pytest.importorskip("torch.distributed.pipelining")
+
+SCHEDULES = [("ScheduleGPipe", 1), ("Schedule1F1B", 1), ("ScheduleInterleaved1F1B", 2),
+             ("ScheduleInterleaved1F1B", 4), ("ScheduleLoopedBFS", 2),
+             ("ScheduleInterleavedZeroBubble", 2), ("ScheduleZBVZeroBubble", 2)]
+
+
+@pytest.fixture
+def process_group(tmp_path):
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/pg", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def _block(seed):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 16))
+
+
+def _schedule(name, modules, n_microbatches=4):
+    cpu = torch.device("cpu")
+    stages = [pipelining.PipelineStage(m, stage_index=i, num_stages=len(modules), device=cpu)
+              for i, m in enumerate(modules)]
+    return getattr(pipelining, name)(stages if len(stages) > 1 else stages[0],
+                                     n_microbatches=n_microbatches,
+                                     loss_fn=lambda out, y: torch.nn.functional.mse_loss(out, y))
+
+
+def _steps(schedule, n=2):
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(8, 16, generator=g), torch.randn(8, 16, generator=g)
+    for _ in range(n):  # gradients accumulate in persistent .grad buffers
+        schedule.step(x, target=y)
+
+
+def _root(error):
+    while not isinstance(error, fxslots.FxslotsError) and (error.__cause__ or error.__context__):
+        error = error.__cause__ or error.__context__
+    return error
+
+
+def _compiled_by_hand(name, n, options_of):
+    """A schedule whose stages are compiled with ``options_of(stage)``, past the plan's check."""
+    schedule = _schedule(name, [_block(i) for i in range(n)])
+    for stage in _torch.schedule_stages(schedule):
+        stage.submod = torch.compile(stage.submod, backend="fxslots",
+                                     options=options_of(stage.stage_index))
+    return schedule
+
+
+@pytest.mark.parametrize("name, n", SCHEDULES)
+def test_slots_from_the_schedule_run_it_bitwise_like_eager(process_group, name, n):
+    ours, ref = [_block(i) for i in range(n)], [_block(i) for i in range(n)]
+    schedule = _schedule(name, ours)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plan = fp.compile_stages(schedule)
+    split = any(r.split_backward for r in plan.ranks.values())
+    assert split == ("ZeroBubble" in name)
+    assert split == any("twice the backward work" in str(w.message) for w in caught)
+    _steps(schedule)
+    _steps(_schedule(name, ref))
+    for a, b in zip([p for m in ours for p in m.parameters()],
+                    [p for m in ref for p in m.parameters()], strict=True):
+        assert torch.equal(a.grad, b.grad)
+    assert sum(r.ring.pending() for r in fxslots.regions()) == 0
+
+
+@pytest.mark.parametrize("name, n", [c for c in SCHEDULES if c != ("Schedule1F1B", 1)])
+def test_one_slot_fewer_runs_out(process_group, name, n):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plan = fp.plan(_schedule(name, [_block(i) for i in range(n)]), share=False)
+    tight = max(plan.slots, key=plan.slots.get)  # (one-stage 1F1B needs 1: nothing fewer)
+    schedule = _compiled_by_hand(name, n, lambda s: {"slots": plan.slots[s] - (s == tight),
+                                                     "arena_group": plan.group(s)})
+    with pytest.raises(Exception) as info:
+        _steps(schedule, 1)
+    assert isinstance(_root(info.value), fxslots.SlotsExhaustedError)
+
+
+def test_one_shared_slot_fewer_runs_out(process_group):
+    plan = fp.plan(_schedule("ScheduleInterleaved1F1B", [_block(i) for i in range(4)]))
+    assert plan.ranks[0].shared_slots == 4 and plan.slots == {0: 2, 1: 2, 2: 1, 3: 1}
+    schedule = _compiled_by_hand("ScheduleInterleaved1F1B", 4,
+                                 lambda s: {"slots": 3, "arena_group": "rank 0"})
+    with pytest.raises(Exception) as info:
+        _steps(schedule, 1)
+    assert "a forward of arena group 'rank 0'" in str(_root(info.value))
+
+
+@pytest.mark.parametrize("share", [False, True])
+def test_measured_arena_bytes_are_the_plans(process_group, share):
+    # Four chunks of one shape on one rank: one ring per chunk holds 2+2+1+1 frames; the
+    # coloured ring holds the 4 that are ever live at once.
+    schedule = _schedule("ScheduleInterleaved1F1B", [_block(i) for i in range(4)])
+    plan = fp.compile_stages(schedule, fp.plan(schedule, share=share))
+    _steps(schedule, 1)
+    measured = fp.arena_bytes()
+    frame = max(s.nbytes for r in fxslots.regions() for s in r.ring.slots)
+    [bytes_] = plan.report({s: frame for s in range(4)})
+    assert (bytes_.per_chunk, bytes_.coloured) == (6 * frame, 4 * frame)
+    assert sum(measured.values()) == bytes_.planned == (4 if share else 6) * frame
+    assert len(measured) == (1 if share else 4)
+
+
+def test_too_few_slots_is_an_error_at_setup(process_group):
+    schedule = _schedule("ScheduleGPipe", [_block(0)])
+    with pytest.raises(fxslots.OptionsError, match=r"ScheduleGPipe #\d+ keeps up to 4 "
+                       r"microbatches of stage 0 .* option 'slots' is 3; set 'slots' to at "
+                       r"least 4"):
+        fp.compile_stages(schedule, slots=3)
+
+
+def test_one_arena_group_needs_one_slot_count(process_group):
+    schedule = _compiled_by_hand("ScheduleInterleaved1F1B", 2,
+                                 lambda s: {"slots": 2 + s, "arena_group": "g"})
+    with pytest.raises(Exception) as info:
+        _steps(schedule, 1)
+    assert "regions of arena_group 'g' share one slot ring, so they need one option " \
+           "'slots': this one has 3, the group 2" in str(_root(info.value))
+
+
+def test_a_schedule_without_action_lists_is_refused(process_group):
+    from torch.distributed.pipelining.schedules import PipelineScheduleSingle
+
+    class Custom(PipelineScheduleSingle):
+        def _step_microbatches(self, *args, **kwargs):
+            raise AssertionError("not run")
+
+    stage = pipelining.PipelineStage(_block(0), 0, 1, torch.device("cpu"))
+    with pytest.raises(fxslots.OptionsError, match="Custom exposes no per-rank action lists"):
+        fp.slots_for(Custom(stage, n_microbatches=2))
+
+
+@pytest.mark.parametrize("value, message", [
+    ("", "'arena_group' must be a non-empty name or None"),
+    (3, "'arena_group' must be str or None, got int 3"),
+])
+def test_arena_group_option_is_checked(value, message):
+    with pytest.raises(fxslots.OptionsError, match=message):
+        fxslots.Options.parse({"arena_group": value})
