@@ -19,8 +19,8 @@ import torch.distributed as dist
 from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from examples.models import GPT  # noqa: E402
-from examples.spawn import launch  # noqa: E402
+from examples.models import GPT
+from examples.spawn import launch
 
 N_MICROBATCHES = 4
 BATCH = 8

@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("torch.distributed.pipelining")
 
-from examples import pipeline_gpt  # noqa: E402
+from examples import pipeline_gpt
 
 
 def test_two_ranks_1f1b_match_eager_stages_bitwise():
