@@ -202,9 +202,11 @@ class PipelinePlan:
                 f"fxslots.pipelining.plan(schedule).options({stage})")
 
     def report(self, frame_bytes: Mapping[int, int]) -> list[ArenaBytes]:
-        """Per rank, given each stage's largest frame (arena bytes of one slot)."""
+        """Per rank whose stages all have their largest frame (arena bytes of one slot) in
+        ``frame_bytes``: a process knows only its own rank's."""
         return [ArenaBytes(r.rank, _per_chunk(r, frame_bytes), _coloured(r, frame_bytes),
-                           self.shared(r.stages[0])) for r in self.ranks.values()]
+                           self.shared(r.stages[0])) for r in self.ranks.values()
+                if set(r.stages) <= set(frame_bytes)]
 
 
 def _per_chunk(r: RankPlan, frame_bytes: Mapping[int, int]) -> int:
