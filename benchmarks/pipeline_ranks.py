@@ -243,6 +243,7 @@ class Case:
                                            evaluate(v.plan.slot_bytes, env))
         arena = fp.arena_bytes()
         row.update(captures=fxslots.counters["captures"], fallbacks=fxslots.counters["fallbacks"],
+                   compiles=fxslots.counters["compiles"],
                    slot_bytes=sum(arena.values()), arena_bytes=arena,
                    slots=sum(len(r.slots) for r in rings.values()),
                    planned_slots={s: self.plan.needed(s) for s in self.modules},
