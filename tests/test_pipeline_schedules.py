@@ -13,6 +13,7 @@ import torch.distributed as dist
 import fxslots
 import fxslots.pipelining as fp
 from fxslots import _torch
+from tests.test_graph_executor_cpu import _StandInGraph, stand_in_graphs  # noqa: F401
 
 pipelining = pytest.importorskip("torch.distributed.pipelining")
 
@@ -76,6 +77,25 @@ def test_slots_from_the_schedule_run_it_bitwise_like_eager(process_group, name, 
     assert split == any("twice the backward work" in str(w.message) for w in caught)
     _steps(schedule)
     _steps(_schedule(name, ref))
+    for a, b in zip([p for m in ours for p in m.parameters()],
+                    [p for m in ref for p in m.parameters()], strict=True):
+        assert torch.equal(a.grad, b.grad)
+    assert sum(r.ring.pending() for r in fxslots.regions()) == 0
+
+
+@pytest.mark.parametrize("name, n", [("Schedule1F1B", 1), ("ScheduleInterleaved1F1B", 4),
+                                     ("ScheduleZBVZeroBubble", 2)])
+def test_under_the_cuda_graph_stand_in(process_group, stand_in_graphs, name, n):
+    # The graph executor's keys, staging and replays with one ring (and one staging buffer)
+    # shared by a rank's chunks, and zero-bubble's backward run twice per microbatch.
+    ours, ref = [_block(i) for i in range(n)], [_block(i) for i in range(n)]
+    schedule = _schedule(name, ours)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fp.compile_stages(schedule)
+    _steps(schedule, 4)
+    _steps(_schedule(name, ref), 4)
+    assert fxslots.counters["captures"] > 0 and _StandInGraph.replays > 0
     for a, b in zip([p for m in ours for p in m.parameters()],
                     [p for m in ref for p in m.parameters()], strict=True):
         assert torch.equal(a.grad, b.grad)
