@@ -85,7 +85,8 @@ def test_slots_from_the_schedule_run_it_bitwise_like_eager(process_group, name, 
 
 @pytest.mark.parametrize("name, n", [("Schedule1F1B", 1), ("ScheduleInterleaved1F1B", 4),
                                      ("ScheduleZBVZeroBubble", 2)])
-def test_under_the_cuda_graph_stand_in(process_group, stand_in_graphs, name, n):
+@pytest.mark.usefixtures("stand_in_graphs")
+def test_under_the_cuda_graph_stand_in(process_group, name, n):
     # The graph executor's keys, staging and replays with one ring (and one staging buffer)
     # shared by a rank's chunks, and zero-bubble's backward run twice per microbatch.
     ours, ref = [_block(i) for i in range(n)], [_block(i) for i in range(n)]

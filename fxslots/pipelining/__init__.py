@@ -36,11 +36,13 @@ __all__ = ["ArenaBytes", "PipelinePlan", "RankPlan", "Step", "arena_bytes", "com
 def _order(schedule: Any) -> Mapping[int, Iterable[Any]] | None:
     """Per rank, the actions ``schedule`` runs. The single-stage schedules run their own loop
     (rank r runs stage r); the others run their ``pipeline_order``."""
-    name = type(schedule).__name__
-    if name in ("ScheduleGPipe", "Schedule1F1B"):
+    from torch.distributed.pipelining import Schedule1F1B, ScheduleGPipe
+
+    # Exactly these classes: a subclass may run another loop (its pipeline_order is read).
+    if type(schedule) in (ScheduleGPipe, Schedule1F1B):
         n, stages = _torch.schedule_microbatches(schedule), _torch.schedule_stages(schedule)
         num = stages[0].num_stages
-        if name == "ScheduleGPipe":
+        if type(schedule) is ScheduleGPipe:
             return {r: gpipe_steps(n, r) for r in range(num)}
         return {r: one_f_one_b_steps(n, num, r) for r in range(num)}
     return getattr(schedule, "pipeline_order", None)
