@@ -88,7 +88,8 @@ def frames_of(steps: Sequence[Step]) -> list[Frame]:
 def live_at_forwards(frames: Sequence[Frame], stages: Iterable[int]) -> int:
     """The most frames of ``stages`` held at once. Counted at each forward (where a frame
     takes its slot), the frame itself included; a backward frees its slot once it is done."""
-    chosen = [f for f in frames if f.stage in set(stages)]
+    wanted = set(stages)
+    chosen = [f for f in frames if f.stage in wanted]
     return max((sum(g.start <= f.start <= g.end for g in chosen) for f in chosen), default=0)
 
 
