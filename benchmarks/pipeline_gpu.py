@@ -54,7 +54,7 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=None, help="override the model's layers")
     ap.add_argument("--warmup", type=int, default=3, help="untimed repetitions (captures)")
     ap.add_argument("--reps", type=int, default=7, help="timed repetitions (2 steps each)")
-    ap.add_argument("--case-timeout", type=float, default=200)
+    ap.add_argument("--case-timeout", type=float, default=300)
     ap.add_argument("--append", action="store_true",
                     help="keep the rows already in OUT (another call's schedules or cases)")
     ap.add_argument("--show", action="store_true",
