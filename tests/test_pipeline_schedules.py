@@ -8,30 +8,20 @@ import warnings
 
 import pytest
 import torch
-import torch.distributed as dist
 
 import fxslots
 import fxslots.pipelining as fp
 from fxslots import _torch
 from tests.test_graph_executor_cpu import _StandInGraph, stand_in_graphs  # noqa: F401
+from tests.test_pipelining import _block, process_group  # noqa: F401
 
 pipelining = pytest.importorskip("torch.distributed.pipelining")
+
+pytestmark = pytest.mark.usefixtures("process_group")  # gloo, one rank
 
 SCHEDULES = [("ScheduleGPipe", 1), ("Schedule1F1B", 1), ("ScheduleInterleaved1F1B", 2),
              ("ScheduleInterleaved1F1B", 4), ("ScheduleLoopedBFS", 2),
              ("ScheduleInterleavedZeroBubble", 2), ("ScheduleZBVZeroBubble", 2)]
-
-
-@pytest.fixture
-def process_group(tmp_path):
-    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/pg", rank=0, world_size=1)
-    yield
-    dist.destroy_process_group()
-
-
-def _block(seed):
-    torch.manual_seed(seed)
-    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 16))
 
 
 def _schedule(name, modules, n_microbatches=4):
@@ -66,7 +56,7 @@ def _compiled_by_hand(name, n, options_of):
 
 
 @pytest.mark.parametrize("name, n", SCHEDULES)
-def test_slots_from_the_schedule_run_it_bitwise_like_eager(process_group, name, n):
+def test_slots_from_the_schedule_run_it_bitwise_like_eager(name, n):
     ours, ref = [_block(i) for i in range(n)], [_block(i) for i in range(n)]
     schedule = _schedule(name, ours)
     with warnings.catch_warnings(record=True) as caught:
@@ -86,7 +76,7 @@ def test_slots_from_the_schedule_run_it_bitwise_like_eager(process_group, name, 
 @pytest.mark.parametrize("name, n", [("Schedule1F1B", 1), ("ScheduleInterleaved1F1B", 4),
                                      ("ScheduleZBVZeroBubble", 2)])
 @pytest.mark.usefixtures("stand_in_graphs")
-def test_under_the_cuda_graph_stand_in(process_group, name, n):
+def test_under_the_cuda_graph_stand_in(name, n):
     # The graph executor's keys, staging and replays with one ring (and one staging buffer)
     # shared by a rank's chunks, and zero-bubble's backward run twice per microbatch.
     ours, ref = [_block(i) for i in range(n)], [_block(i) for i in range(n)]
@@ -104,7 +94,7 @@ def test_under_the_cuda_graph_stand_in(process_group, name, n):
 
 
 @pytest.mark.parametrize("name, n", [c for c in SCHEDULES if c != ("Schedule1F1B", 1)])
-def test_one_slot_fewer_runs_out(process_group, name, n):
+def test_one_slot_fewer_runs_out(name, n):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         plan = fp.plan(_schedule(name, [_block(i) for i in range(n)]), share=False)
@@ -116,7 +106,7 @@ def test_one_slot_fewer_runs_out(process_group, name, n):
     assert isinstance(_root(info.value), fxslots.SlotsExhaustedError)
 
 
-def test_one_shared_slot_fewer_runs_out(process_group):
+def test_one_shared_slot_fewer_runs_out():
     plan = fp.plan(_schedule("ScheduleInterleaved1F1B", [_block(i) for i in range(4)]))
     assert plan.ranks[0].shared_slots == 4 and plan.slots == {0: 2, 1: 2, 2: 1, 3: 1}
     schedule = _compiled_by_hand("ScheduleInterleaved1F1B", 4,
@@ -127,7 +117,7 @@ def test_one_shared_slot_fewer_runs_out(process_group):
 
 
 @pytest.mark.parametrize("share", [False, True])
-def test_measured_arena_bytes_are_the_plans(process_group, share):
+def test_measured_arena_bytes_are_the_plans(share):
     # Four chunks of one shape on one rank: one ring per chunk holds 2+2+1+1 frames; the
     # coloured ring holds the 4 that are ever live at once.
     schedule = _schedule("ScheduleInterleaved1F1B", [_block(i) for i in range(4)])
@@ -141,7 +131,7 @@ def test_measured_arena_bytes_are_the_plans(process_group, share):
     assert len(measured) == (1 if share else 4)
 
 
-def test_too_few_slots_is_an_error_at_setup(process_group):
+def test_too_few_slots_is_an_error_at_setup():
     schedule = _schedule("ScheduleGPipe", [_block(0)])
     with pytest.raises(fxslots.OptionsError, match=r"ScheduleGPipe #\d+ keeps up to 4 "
                        r"microbatches of stage 0 .* option 'slots' is 3; set 'slots' to at "
@@ -149,7 +139,7 @@ def test_too_few_slots_is_an_error_at_setup(process_group):
         fp.compile_stages(schedule, slots=3)
 
 
-def test_one_arena_group_needs_one_slot_count(process_group):
+def test_one_arena_group_needs_one_slot_count():
     schedule = _compiled_by_hand("ScheduleInterleaved1F1B", 2,
                                  lambda s: {"slots": 2 + s, "arena_group": "g"})
     with pytest.raises(Exception) as info:
@@ -158,7 +148,7 @@ def test_one_arena_group_needs_one_slot_count(process_group):
            "'slots': this one has 3, the group 2" in str(_root(info.value))
 
 
-def test_a_schedule_without_action_lists_is_refused(process_group):
+def test_a_schedule_without_action_lists_is_refused():
     from torch.distributed.pipelining.schedules import PipelineScheduleSingle
 
     class Custom(PipelineScheduleSingle):
