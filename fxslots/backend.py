@@ -34,7 +34,8 @@ from .report import plan_to_json
 from .runtime.cudagraphs.executor import GraphExecutor
 from .runtime.layout import SymbolBinder
 from .runtime.region import Region
-from .runtime.variant import EagerExecutor, Variant, boxed
+from .passes.accumulate import accumulate_grads
+from .runtime.variant import Accumulate, EagerExecutor, Variant, boxed
 from .schemas import ArenaPlan, SavedSet, Write
 
 log = logging.getLogger(__name__)
@@ -88,7 +89,8 @@ def _joined(opts: Options) -> Region | None:
                 f"so they need one option {name!r}: this one has {getattr(opts, name)!r}, "
                 f"the group {getattr(theirs, name)!r}; give them the same value (one arena "
                 f"group per pipeline rank: fxslots.pipelining.plan(schedule).options(stage))")
-    return Region(peer.ring, peer.staging)
+    # One set of anchors: the group's memory is freed when the last of its models dies.
+    return Region(peer.ring, peer.staging, _anchors=peer._anchors)
 
 
 class _Compiler:
@@ -127,7 +129,8 @@ class _Compiler:
         assert self.num_fwd_outputs is not None and self.bw_module is not None
         before = format_graph(fw)
         _torch.declare_no_donated_buffers()
-        static = self.static_inputs or _torch.tracing_static_input_indices()
+        static = self.static_inputs = (self.static_inputs
+                                       or _torch.tracing_static_input_indices())
         saved = observe("collect_saved", collect_saved, fw, self.bw_module, self.num_fwd_outputs,
                         static, summary=lambda s: f"{len(s.tensors)} saved tensors in "
                                                   f"{len(s.groups)} storage groups")
@@ -156,8 +159,7 @@ class _Compiler:
         region = self.region
         variant = Variant(name=f"v{len(region.variants)}", region=region, device=device,
                           plan=plan, binder=binder, forward_graph=fw, anchor_index=anchor)
-        variant.executor = (GraphExecutor(variant, self.options, region.staging) if graphs
-                            else EagerExecutor())
+        variant.executor = GraphExecutor(variant, self.options) if graphs else EagerExecutor()
         region.variants.append(weakref.ref(variant))
         return variant
 
@@ -203,9 +205,24 @@ class _Compiler:
         variant.offloaded_args = [
             [names.index(m) for m in self.record.saved.groups[p.group].members if m in names]
             for p in variant.plan.placements if p.write is Write.OFFLOAD]
+        variant.accumulate = _accumulate(bw, self.static_inputs, self.options)
         log.info("compile_backward: %s reads %d saved tensors from its slot", variant.name,
                  len(readable))
         return boxed(variant.backward)
+
+
+def _accumulate(bw: fx.GraphModule, static: list[int], options: Options) -> Accumulate | None:
+    """The backward that adds the gradients of parameters (static inputs) into their .grad
+    buffers itself, or None (no parameter gets a gradient, or options say autograd does it)."""
+    if options.grad_accumulation != "graph":
+        return None
+    outs = list(next(iter(bw.graph.find_nodes(op="output"))).args[0])
+    params = tuple(i for i in sorted(static) if i < len(outs) and isinstance(outs[i], fx.Node))
+    if not params:
+        return None
+    return Accumulate(params, observe("accumulate_grads", accumulate_grads, bw, list(params),
+                                      summary=lambda g: f"{len(params)} gradients added in "
+                                                        f"the graph when .grad exists"))
 
 
 def _device_reason(saved: SavedSet) -> str | None:

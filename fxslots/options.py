@@ -46,6 +46,10 @@ class Options:
     ``fxslots.policies.RECOMPUTE`` ('none' or 'pointwise')."""
     offload: str = "none"
     """Which saved groups go to the slot's host arena: 'none', 'all' or 'above:<bytes>'."""
+    grad_accumulation: str = "graph"
+    """Who adds gradients into existing ``.grad`` buffers: "graph" (the backward, inside its
+    CUDA graph) or "autograd" (one launch per parameter after it; needed by hooks on the
+    gradient accumulator itself, such as DDP's reducer)."""
     arena_group: str | None = None
     """Compiled regions with the same group name share one slot ring and staging buffer (their
     frames are never live at once beyond ``slots``); ``fxslots.pipelining`` names one per rank."""
@@ -80,6 +84,10 @@ class Options:
             raise OptionsError(
                 f"fxslots option 'partitioner' must be one of {sorted(PARTITIONERS)}, "
                 f"got {self.partitioner!r}")
+        if self.grad_accumulation not in ("graph", "autograd"):
+            raise OptionsError(
+                "fxslots option 'grad_accumulation' must be 'graph' or 'autograd', "
+                f"got {self.grad_accumulation!r}")
         if self.arena_group == "":
             raise OptionsError("fxslots option 'arena_group' must be a non-empty name or None")
         if self.on_capture_failure not in ("raise", "eager"):
@@ -114,6 +122,7 @@ _TYPES = {
     "partitioner": (str,),
     "offload": (str,),
     "recompute": (str,),
+    "grad_accumulation": (str,),
     "arena_group": (str, type(None)),
 }
 

@@ -64,6 +64,10 @@ class SymbolBinder:
     def bind(self, args: Sequence[Any]) -> dict[sympy.Symbol, int]:
         return {s: r(args) for s, r in self.read.items()}
 
+    def key(self, args: Sequence[Any]) -> tuple[int, ...]:
+        """The symbols' values, in ``read`` order: what layouts are cached by."""
+        return tuple(r(args) for r in self.read.values())
+
 
 def layout_of(plan: ArenaPlan, env: dict[sympy.Symbol, int]) -> ViewLayout:
     def geometry(views):
