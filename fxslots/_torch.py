@@ -189,7 +189,19 @@ def accumulates_in_place(param: torch.Tensor, grad: torch.Tensor) -> bool:
     return (grad.layout is torch.strided and grad.dtype == param.dtype
             and grad.shape == param.shape and grad.device == param.device
             and not grad.requires_grad and not param._backward_hooks
-            and not getattr(param, "_post_accumulate_grad_hooks", None))
+            and not getattr(param, "_post_accumulate_grad_hooks", None)
+            and _engine_accumulates(param))
+
+
+def _engine_accumulates(param: torch.Tensor) -> bool:
+    """Whether the running backward accumulates into ``param.grad`` at all: ``.backward()``
+    reaching it does; ``torch.autograd.grad`` and ``backward(inputs=...)`` without it do not
+    (zero-bubble pipelines compute input and weight gradients with ``autograd.grad``)."""
+    try:
+        return bool(torch._C._will_engine_execute_node(
+            torch.autograd.graph.get_gradient_edge(param).node))
+    except RuntimeError:  # autograd.grad() asked for leaf gradients: it accumulates nothing
+        return False
 
 
 def schedule_stages(schedule: Any) -> list[Any]:

@@ -88,8 +88,6 @@ class Options:
             raise OptionsError(
                 "fxslots option 'grad_accumulation' must be 'graph' or 'autograd', "
                 f"got {self.grad_accumulation!r}")
-        if self.arena_group == "":
-            raise OptionsError("fxslots option 'arena_group' must be a non-empty name or None")
         if self.on_capture_failure not in ("raise", "eager"):
             raise OptionsError(
                 "fxslots option 'on_capture_failure' must be 'raise' or 'eager', "
@@ -135,3 +133,5 @@ def _check_type(name: str, value: Any) -> None:
         raise OptionsError(
             f"fxslots option {name!r} must be {names}, got {type(value).__name__} {value!r}"
         )
+    if name == "arena_group" and value == "":
+        raise OptionsError("fxslots option 'arena_group' must be a non-empty name or None")

@@ -167,3 +167,27 @@ def test_a_schedule_without_action_lists_is_refused():
 def test_arena_group_option_is_checked(value, message):
     with pytest.raises(fxslots.OptionsError, match=message):
         fxslots.Options.parse({"arena_group": value})
+
+
+@pytest.mark.parametrize("how", ["grad", "backward_inputs"])
+def test_input_gradients_leave_grad_buffers_alone(how):
+    # Zero-bubble's I and W steps are autograd.grad calls once .grad buffers exist: a backward
+    # that adds into .grad itself (grad_accumulation="graph") must do so only when autograd
+    # would have accumulated there.
+    ours, ref = _block(0), _block(0)
+    f = torch.compile(ours, backend="fxslots", options={"slots": 2})
+    x = torch.randn(4, 16, generator=torch.Generator().manual_seed(0))
+    for m in (f, ref):
+        m(x).sum().backward()  # creates the .grad buffers
+    for _ in range(2):  # the first compiles the backward of an input that requires grad
+        xi = x.clone().requires_grad_()
+        if how == "grad":
+            (gx,) = torch.autograd.grad(f(xi).sum(), xi)
+        else:
+            f(xi).sum().backward(inputs=[xi])
+            gx = xi.grad
+        xr = x.clone().requires_grad_()
+        (gr,) = torch.autograd.grad(ref(xr).sum(), xr)
+        assert torch.equal(gx, gr)
+        for a, b in zip(ours.parameters(), ref.parameters(), strict=True):
+            assert torch.equal(a.grad, b.grad)
