@@ -27,7 +27,10 @@ from .passes import (
     unplaceable_reason,
     verify_forward,
 )
-from .policies import PARTITIONERS, RECOMPUTE, choose_offload
+from .costs import caps_for
+from .offloading import OffloadContext, choose_offload
+from .passes.offload import schedule_offload, schedule_reload
+from .policies import PARTITIONERS, RECOMPUTE
 from .printing import format_graph
 from .record import CompiledGraphs, graph_lines
 from .report import plan_to_json
@@ -105,6 +108,7 @@ class _Compiler:
         self.variant: Variant | None = None
         self.record: CompiledGraphs | None = None
         self.slotted_saved: set[str] = set()
+        self.caps = None  # the device's rates, for offload planning
 
     def partition(self, joint: fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int,
                   **kwargs: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
@@ -137,6 +141,7 @@ class _Compiler:
         device = _device_of(saved, example_inputs)
         graphs = _use_graphs(device, self.options)
         binder = SymbolBinder(list(fw.graph.find_nodes(op="placeholder")))
+        self.caps = caps_for(device, self.options.link_bandwidth)
         plan, reason = self._plan(fw, saved, static, graphs, binder)
         if plan is None:
             return self._fall_back(fw, saved, before, reason)
@@ -144,6 +149,9 @@ class _Compiler:
                 graph=fw, summary=lambda n: f"{n} nodes changed or added")
         observe("verify_forward", verify_forward, fw, saved, plan, self.num_fwd_outputs,
                 summary=lambda n: f"{n} postconditions hold")
+        if plan.offloaded_bytes != 0:
+            observe("schedule_offload", schedule_offload, fw, self.caps, graph=fw,
+                    summary=lambda n: f"{n} device-to-host copies joined where they end")
         self.variant = self._variant(fw, plan, binder, device, graphs, static, example_inputs)
         self.slotted_saved = {t.name for t in saved.tensors
                               if plan.placement(t.group).write is not Write.NONE}
@@ -168,10 +176,13 @@ class _Compiler:
         if reason is not None:
             return None, reason
         staged = collect_inputs(fw, static) if graphs else ()
+        offload = {}
+        if self.options.offload != "none":
+            ctx = OffloadContext.of(saved, fw, self.bw_module, self.caps)
+            offload = choose_offload(self.options.offload, saved, ctx)
         plan = observe("plan_arena", plan_arena, saved, alignment=self.options.alignment,
                        copy_free=self.options.copy_free, staged_inputs=staged,
-                       offload=choose_offload(self.options.offload, saved),
-                       summary=_plan_summary)
+                       offload=offload, summary=_plan_summary)
         missing = binder.missing([plan.capacity] + [
             e for v in (*plan.views, *plan.staging) for e in (v.storage_offset, *v.shape, *v.stride)]
             + [plan.host_capacity])
@@ -190,6 +201,10 @@ class _Compiler:
     def compile_backward(self, bw: fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
         if self.variant is not None:
             annotate_backward(bw, self.record.saved, self.variant.plan)
+            if self.variant.plan.offloaded_bytes != 0:
+                observe("schedule_reload", schedule_reload, bw, self.record.saved,
+                        self.variant.plan, self.caps, self.variant.device, graph=bw,
+                        summary=lambda n: f"{n} groups reloaded ahead of their first use")
         text = format_graph(bw, "backward")
         if self.record is not None:
             self.record.backward = text
@@ -202,9 +217,6 @@ class _Compiler:
         names = [p.name for p in bw.graph.find_nodes(op="placeholder")]
         readable = [i for i, n in enumerate(names) if n in self.slotted_saved]
         variant.saved_arg_index = readable[0] if readable else None
-        variant.offloaded_args = [
-            [names.index(m) for m in self.record.saved.groups[p.group].members if m in names]
-            for p in variant.plan.placements if p.write is Write.OFFLOAD]
         variant.accumulate = _accumulate(bw, self.static_inputs, self.options)
         log.info("compile_backward: %s reads %d saved tensors from its slot", variant.name,
                  len(readable))

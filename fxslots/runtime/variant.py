@@ -15,7 +15,7 @@ import torch
 
 from .. import _torch
 from ..schemas import ArenaPlan
-from .layout import SymbolBinder, ViewLayout, layout_of, reload, slot_views
+from .layout import SymbolBinder, ViewLayout, layout_of, slot_views
 from .region import Region
 from .ring import Slot, SlotRing
 
@@ -59,7 +59,6 @@ class Variant:
     anchor_index: int | None = None  # a parameter among the forward's arguments
     backward_graph: Callable[..., Any] | None = None
     saved_arg_index: int | None = None  # a backward argument that is a slot view
-    offloaded_args: list[list[int]] = field(default_factory=list)  # per offloaded group
     accumulate: Accumulate | None = None
     layouts: dict[tuple, ViewLayout] = field(default_factory=dict)
     _params: dict[int, tuple] = field(default_factory=dict)  # per slot: its forward's params
@@ -131,9 +130,6 @@ class EagerExecutor:
 
     def backward(self, variant: Variant, slot: Slot | None, args: list[Any],
                  grads: list[torch.Tensor] | None) -> Any:
-        device = variant.device
-        args = reload(variant.offloaded_args, args, device,
-                      lambda n, dtype, g: torch.empty(n, dtype=dtype, device=device))
         if grads is None:
             return variant.backward_graph(*args)
         return variant.accumulate.graph(*args, *grads)

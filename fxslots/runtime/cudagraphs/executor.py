@@ -24,7 +24,7 @@ from ... import _torch, state
 from ...errors import CaptureError
 from ...options import Options
 from ...passes.collect import mutated_placeholders
-from ..layout import geometry_of, make_views, offloaded_spans, pack, reload, slot_views
+from ..layout import geometry_of, make_views, pack, slot_views
 from ..ring import Slot
 from ..variant import Direction, Variant
 from .outputs import Captured, OutKind, describe_outputs
@@ -126,31 +126,26 @@ class GraphExecutor:
             if args[i].data_ptr() != ptr:
                 log.info("an input moved since capture (argument %d); capturing again", i)
                 return False
-        for i, dst in cap.stage:
-            dst.copy_(args[i])
+        if cap.stage:  # one multi-tensor copy for every staged input
+            _torch.foreach_copy_([dst for _, dst in cap.stage], [args[i] for i, _ in cap.stage])
         cap.graph.replay()
         _write_back(args, cap.writeback)
         return True
 
     def _stage_backward(self, variant: Variant, args: list[Any], tangents: list[int]):
-        """Backward arguments with tangents and reloaded (offloaded) groups copied into the
-        staging buffer, at addresses that stay put from replay to replay."""
-        spans = offloaded_spans(variant.offloaded_args, args)
+        """Backward arguments with the tangents copied into the staging buffer, at addresses
+        that stay put from replay to replay."""
         shapes = tuple((args[i].dtype, tuple(args[i].shape), args[i].stride()) for i in tangents)
-        shapes += tuple((dtype, (n,), (1,)) for dtype, n in spans)
         views = self._staging_views.get((self.staging.generation, shapes))
         if views is None:
             packed = pack(shapes, self.options.alignment)
             views = self.staging.views(*packed, variant.device)
             self._staging_views[(self.staging.generation, shapes)] = views
         gargs = list(args)
-        staged = views[:len(tangents)]
-        _torch.foreach_copy_(staged, [args[i] for i in tangents])
-        for i, view in zip(tangents, staged, strict=True):
+        _torch.foreach_copy_(views, [args[i] for i in tangents])
+        for i, view in zip(tangents, views, strict=True):
             gargs[i] = view
-        flats = views[len(tangents):]
-        return reload(variant.offloaded_args, gargs, variant.device,
-                      lambda n, dtype, g: flats[g])
+        return gargs
 
     def _first_runs(self, variant, slot, key, gargs, stage, nargs, aliases) -> Any:
         """Warm up (once per direction), else capture and replay; or run uncaptured."""
