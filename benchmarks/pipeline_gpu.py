@@ -16,6 +16,8 @@ take the others down). Prints a table, writes JSON.
 
     python benchmarks/pipeline_gpu.py benchmarks/results/h200-pipeline.json     # 2 GPUs, NCCL
     python benchmarks/pipeline_gpu.py /tmp/p.json --cpu --tiny                  # CPU, gloo
+    python benchmarks/pipeline_gpu.py all.json --merge 1f1b.json interleaved.json
+    python benchmarks/pipeline_gpu.py all.json --show                           # markdown
 """
 
 from __future__ import annotations
@@ -59,7 +61,14 @@ def main() -> None:
                     help="keep the rows already in OUT (another call's schedules or cases)")
     ap.add_argument("--show", action="store_true",
                     help="only print OUT's results, as a markdown table and the targets")
+    ap.add_argument("--merge", nargs="+", metavar="JSON",
+                    help="only write into OUT the rows of these results files, in order")
     args = ap.parse_args()
+    if args.merge:
+        with open(args.merge[0]) as fh:
+            cfg = json.load(fh)["settings"]
+        _write(args.out, [r for path in args.merge for r in _read(path)], cfg)
+        return
     if args.show:
         rows = _read(args.out)
         print(table(rows, markdown=True))
