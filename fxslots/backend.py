@@ -53,10 +53,11 @@ def fxslots_backend(gm: fx.GraphModule, example_inputs: list[Any], *,
             raise OptionsError(
                 f"fxslots takes no mode= (got {mode!r}); configure it through options={{...}}")
         opts = Options.parse(options)
+        region = _region_for(opts, options)  # an arena group may refuse these options
     except OptionsError as e:
         return refusing(e)  # raised at the call, where `except fxslots.OptionsError` sees it
     state.counters["compiles"] += 1
-    compiler = _Compiler(opts, _region_for(opts, options))
+    compiler = _Compiler(opts, region)
     return _torch.aot_autograd(
         fw_compiler=compiler.compile_forward,
         bw_compiler=compiler.compile_backward,
