@@ -13,7 +13,8 @@ and puts the file back. First the unmutated copy runs every selected test: a mut
 "killed" if its tests pass without it.
 
 Results: "killed" (a test failed; the first one is named), "SURVIVED" (every test passed),
-"not run" (a GPU mutant without a GPU, or every test skipped). Tool errors, never counted as
+"not run" (a GPU mutant without a GPU: its tests are named all the same, or every test
+skipped). Tool errors, never counted as
 survivors: "ANCHOR NOT FOUND" / "ANCHOR NOT UNIQUE" (the mutated line changed: update the
 mutant), "BAD SELECTION" (pytest found no such test). Exit status: 0 when every mutant that ran
 was killed and the tool had no error, 1 when one survived, 2 on a tool error.
@@ -131,14 +132,19 @@ def run_one(copy: Path, m: Mutant, tests: tuple[str, ...], timeout: float) -> Ou
 
 
 def table(outcomes: list[Outcome], markdown: bool) -> str:
+    if markdown:  # for docs/reliability.md: with the failure's first line, without times
+        head = ("mutant", "rule", "suite", "result", "killed by", "how it failed")
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for o in outcomes:
+            why = o.why.replace("|", "\\|")[:110]
+            cells = (f"`{o.mutant.name}`", o.mutant.rule, o.mutant.suite, o.result,
+                     f"`{o.killed_by}`" if o.killed_by.startswith("tests/") else o.killed_by,
+                     f"`{why}`" if why else "")
+            lines.append("| " + " | ".join(cells) + " |")
+        return "\n".join(lines)
+    head = ("mutant", "rule", "suite", "result", "killed by", "time")
     rows = [(o.mutant.name, o.mutant.rule, o.mutant.suite, o.result, o.killed_by,
              f"{o.seconds:.0f}s" if o.seconds else "") for o in outcomes]
-    head = ("mutant", "rule", "suite", "result", "killed by", "time")
-    if markdown:
-        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        lines += ["| " + " | ".join(f"`{c}`" if i in (0, 4) and c else c
-                                    for i, c in enumerate(r)) + " |" for r in rows]
-        return "\n".join(lines)
     widths = [min(max(len(str(r[i])) for r in rows + [head]), 70) for i in range(len(head))]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     return "\n".join(fmt.format(*(str(c)[:70] for c in r)) for r in [head] + rows)
@@ -186,7 +192,8 @@ def _run_all(copy: Path, chosen: list[Mutant], gpu: bool, args) -> int:
         if problem:
             outcomes.append(Outcome(m, problem))
         elif m.suite == "cuda" and not gpu:
-            outcomes.append(Outcome(m, "not run", "needs a GPU"))
+            # Named all the same: the tests the lead runs this mutant against on the GPU.
+            outcomes.append(Outcome(m, "not run (needs a GPU)", ", ".join(m.tests)))
         else:
             runnable.append(m)
     if runnable and not args.no_baseline:
@@ -211,7 +218,7 @@ def _run_all(copy: Path, chosen: list[Mutant], gpu: bool, args) -> int:
     survived = [o for o in outcomes if o.result == "SURVIVED"]
     killed = sum(o.result == "killed" for o in outcomes)
     print(f"\n{killed} killed, {len(survived)} survived, {len(errors)} tool errors, "
-          f"{sum(o.result == 'not run' for o in outcomes)} not run")
+          f"{sum(o.result.startswith('not run') for o in outcomes)} not run")
     return 2 if errors else 1 if survived else 0
 
 
