@@ -43,6 +43,14 @@ __all__ = [
     "size_hint",
     "tracing_static_input_indices",
     "foreach_copy_",
+    "schema_of",
+    "INDUCTOR_ALIGNMENT",
+    "inductor_decompositions",
+    "inductor_joint_passes",
+    "inductor_compile",
+    "inductor_output_code",
+    "inductor_falls_back",
+    "tracing_fake_mode",
 ]
 
 
@@ -169,3 +177,64 @@ def returns_view(target: Any) -> bool:
     if schema is None:
         return False
     return not schema.is_mutable and any(r.alias_info is not None for r in schema.returns)
+
+
+def schema_of(op: Any) -> Any:
+    """The ``FunctionSchema`` of an operator overload."""
+    return op._schema
+
+
+# Inductor, for options={"kernels": "inductor"}. Its entry points are private and have moved
+# between releases; these wrappers take what torch 2.11 to 2.14 offer.
+
+INDUCTOR_ALIGNMENT = 16  # bytes: Inductor's GPU kernels assume inputs aligned to this when told
+
+
+def inductor_decompositions() -> dict[Any, Callable[..., Any]]:
+    """The decompositions ``torch.compile``'s default backend traces with (its lowerings
+    expect them: it refuses, say, ``aten.gelu`` as an op with both a decomposition and a
+    fallback)."""
+    from torch._inductor.decomposition import select_decomp_table
+
+    return select_decomp_table()
+
+
+def inductor_joint_passes(joint: Any) -> Any:
+    """Inductor's passes over the joint graph, as its own partition function runs them."""
+    from torch._inductor import compile_fx
+
+    out = compile_fx._recursive_joint_graph_passes(joint, skip_invoke_subgraph=True)
+    return joint if out is None else out  # some releases rewrite in place and return None
+
+
+def inductor_compile(gm: Any, example_inputs: list[Any], *, static_input_idxs: list[int],
+                     is_backward: bool = False, is_inference: bool = False) -> Any:
+    """Inductor's compile of one already-partitioned graph, with its own CUDA graphs off
+    (fxslots captures). The result takes its arguments as one list, which it empties."""
+    from torch._inductor import compile_fx, config
+    from torch._inductor.utils import BoxedBool
+
+    with config.patch({"triton.cudagraphs": False}):
+        return compile_fx.compile_fx_inner(
+            gm, example_inputs, cudagraphs=BoxedBool(False),
+            static_input_idxs=static_input_idxs, is_backward=is_backward,
+            is_inference=is_inference)
+
+
+def inductor_output_code(compiled: Any) -> str:
+    """The Python wrapper and kernel sources Inductor generated for one graph."""
+    return getattr(compiled, "source_code", None) or ""
+
+
+def inductor_falls_back(op: Any) -> bool:
+    """Whether Inductor runs ``op`` as an ATen call (a fallback: no lowering of its own)
+    rather than generating its kernel."""
+    from torch._inductor import lowering
+
+    return op in lowering.fallbacks or op not in lowering.lowerings
+
+
+def tracing_fake_mode() -> Any:
+    """The FakeTensorMode of the compile in progress (its ShapeEnv holds the shape symbols)."""
+    ctx = torch._guards.TracingContext.try_get()
+    return None if ctx is None else ctx.fake_mode

@@ -46,6 +46,9 @@ class Options:
     ``fxslots.policies.RECOMPUTE`` ('none' or 'pointwise')."""
     offload: str = "none"
     """Which saved groups go to the slot's host arena: 'none', 'all' or 'above:<bytes>'."""
+    kernels: str = "aten"
+    """Who runs the rewritten graphs: "aten" (ATen kernels, one per op) or "inductor" (Inductor
+    compiles them; saved values are stored into the slot by its kernels)."""
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -77,6 +80,9 @@ class Options:
             raise OptionsError(
                 f"fxslots option 'partitioner' must be one of {sorted(PARTITIONERS)}, "
                 f"got {self.partitioner!r}")
+        if self.kernels not in ("aten", "inductor"):
+            raise OptionsError(
+                f"fxslots option 'kernels' must be 'aten' or 'inductor', got {self.kernels!r}")
         if self.on_capture_failure not in ("raise", "eager"):
             raise OptionsError(
                 "fxslots option 'on_capture_failure' must be 'raise' or 'eager', "
@@ -109,6 +115,7 @@ _TYPES = {
     "partitioner": (str,),
     "offload": (str,),
     "recompute": (str,),
+    "kernels": (str,),
 }
 
 

@@ -49,6 +49,16 @@ class Variant:
     saved_arg_index: int | None = None  # a backward argument that is a slot view
     offloaded_args: list[list[int]] = field(default_factory=list)  # per offloaded group
     layouts: dict[tuple, ViewLayout] = field(default_factory=dict)
+    # kernels="inductor": Inductor's compiled graphs; the GraphModules above stay for analysis,
+    # printing, and as what runs when Inductor could not compile one.
+    forward_kernel: Callable[..., Any] | None = None
+    backward_kernel: Callable[..., Any] | None = None
+
+    def runner(self, direction: Direction) -> Callable[..., Any]:
+        """What runs the graph of ``direction``: Inductor's code, else the GraphModule."""
+        if direction is Direction.FORWARD:
+            return self.forward_kernel or self.forward_graph
+        return self.backward_kernel or self.backward_graph
 
     @property
     def ring(self) -> SlotRing:
@@ -96,11 +106,11 @@ class EagerExecutor:
     def forward(self, variant: Variant, slot: Slot | None, args: list[Any],
                 layout: ViewLayout | None, aliases: tuple[Any, Any]) -> Any:
         views = [] if layout is None else slot_views(layout, aliases, variant.device)
-        return variant.forward_graph(*args, *views)
+        return variant.runner(Direction.FORWARD)(*args, *views)
 
     def backward(self, variant: Variant, slot: Slot | None, args: list[Any]) -> Any:
         device = variant.device
-        return variant.backward_graph(*reload(
+        return variant.runner(Direction.BACKWARD)(*reload(
             variant.offloaded_args, args, device,
             lambda n, dtype, g: torch.empty(n, dtype=dtype, device=device)))
 

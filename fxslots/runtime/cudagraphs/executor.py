@@ -77,7 +77,7 @@ class GraphExecutor:
     def forward(self, variant: Variant, slot: Slot | None, args: list[Any], layout,
                 aliases: tuple[Any, Any]) -> Any:
         if slot is None:  # nothing to save and nothing to stage: no graph needed
-            return variant.forward_graph(*args)
+            return variant.runner(Direction.FORWARD)(*args)
         key = CaptureKey(Direction.FORWARD, slot.index, slot.generation, 0, layout.key)
         cap = self.graphs.get(key)
         if cap is not None and self._replay(cap, args, slot):
@@ -95,7 +95,7 @@ class GraphExecutor:
 
     def backward(self, variant: Variant, slot: Slot | None, args: list[Any]) -> Any:
         if slot is None:
-            return variant.backward_graph(*args)
+            return variant.runner(Direction.BACKWARD)(*args)
         if self._tangents is None:
             self._tangents = _torch.tangent_indices(variant.backward_graph)
         tangents = [i for i in self._tangents if isinstance(args[i], torch.Tensor)]
@@ -141,8 +141,7 @@ class GraphExecutor:
 
     def _first_runs(self, variant, slot, key, gargs, stage, nargs, aliases) -> Any:
         """Warm up (once per direction), else capture and replay; or run uncaptured."""
-        gm = variant.forward_graph if key.direction is Direction.FORWARD else \
-            variant.backward_graph
+        gm = variant.runner(key.direction)
         if key.direction not in self.warm or key in self.uncaptured:
             # Lazy initialisation (cuBLAS handles, autotuning) must not land in a capture.
             self.warm.add(key.direction)
@@ -188,7 +187,12 @@ class GraphExecutor:
 
     def _failed(self, variant, slot, key, failed: CaptureFailed) -> None:
         node, root = failed.node, failed.cause
-        where = f"node {node.name} ({node.target})" if node is not None else "its start"
+        if node is not None:
+            where = f"node {node.name} ({node.target})"
+        elif isinstance(variant.runner(key.direction), torch.fx.GraphModule):
+            where = "its start"
+        else:  # Inductor's code runs as one call
+            where = "a call of Inductor's code (no node to name)"
         first = str(root).strip().splitlines()[0] if str(root).strip() else ""
         msg = (f"fxslots: capturing the {key.direction.value} graph of {variant.name} (slot "
                f"{slot.index}) as a CUDA graph failed at {where}: {type(root).__name__}: "
