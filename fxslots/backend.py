@@ -101,7 +101,7 @@ class _Compiler:
 
     def compile_inference(self, gm: fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
         state.counters["inference_graphs"] += 1
-        run = self._inductor(gm, example_inputs, "an inference graph", is_inference=True)
+        run = self._kernels_for(gm, example_inputs, "an inference graph", is_inference=True)
         return boxed(lambda args: run(*args))
 
     def compile_forward(self, fw: fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
@@ -172,7 +172,7 @@ class _Compiler:
         self.variant.forward_kernel, self.variant.plan = done.run, done.plan
         return done.findings
 
-    def _inductor(self, gm, example_inputs, what, **kw) -> Callable[..., Any]:
+    def _kernels_for(self, gm, example_inputs, what, **kw) -> Callable[..., Any]:
         """``gm`` compiled by Inductor when it compiles (else, or if it fails, ``gm``)."""
         run = None
         if self.options.kernels == "inductor":
@@ -184,7 +184,7 @@ class _Compiler:
         self.record = state.record(CompiledGraphs(None, saved, None, before, before,
                                                   fallback=reason, forward_lines=graph_lines(fw)))
         _torch.trace_artifact("fxslots_forward", lambda: f"runs without slots: {reason}\n{before}")
-        run = self._inductor(fw, example_inputs, "a forward graph without slots")
+        run = self._kernels_for(fw, example_inputs, "a forward graph without slots")
         return boxed(lambda args: run(*args))
 
     def compile_backward(self, bw: fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
@@ -196,7 +196,7 @@ class _Compiler:
             self.record.backward_lines = graph_lines(bw)
         _torch.trace_artifact("fxslots_backward", lambda: text)
         variant = self.variant
-        run = self._inductor(bw, example_inputs, "the backward graph of "
+        run = self._kernels_for(bw, example_inputs, "the backward graph of "
                              + (variant.name if variant is not None else "a graph without slots"),
                              is_backward=True)
         if variant is None:  # this graph fell back: no slots
