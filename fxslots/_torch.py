@@ -202,8 +202,12 @@ def inductor_decompositions() -> dict[Any, Callable[..., Any]]:
 def inductor_joint_passes(joint: Any) -> Any:
     """Inductor's passes over the joint graph, as its own partition function runs them."""
     from torch._inductor import compile_fx
+    from torch._inductor.virtualized import V
 
-    out = compile_fx._recursive_joint_graph_passes(joint, skip_invoke_subgraph=True)
+    # Some passes (the random-op rewrite) make tensors under the compile's fake mode, which
+    # torch.compile's default backend installs around partitioning.
+    with V.set_fake_mode(tracing_fake_mode()):
+        out = compile_fx._recursive_joint_graph_passes(joint, skip_invoke_subgraph=True)
     return joint if out is None else out  # some releases rewrite in place and return None
 
 

@@ -53,7 +53,12 @@ def partition(options: Options, partitioner: Callable[..., Any], joint: fx.Graph
     """``partitioner``, after Inductor's joint-graph passes when Inductor compiles (the
     min-cut partitioner already weighs recomputation as for Inductor by default)."""
     if options.kernels == "inductor":
-        joint = _torch.inductor_joint_passes(joint)
+        try:
+            joint = _torch.inductor_joint_passes(joint)
+        except Exception as e:  # noqa: BLE001 - they only optimise (each rewrite leaves a
+            # valid graph): partition what they left
+            _inductor_failed("the joint graph's passes", e, options.strict,
+                             "the graph is partitioned without them")
     return partitioner(joint, joint_inputs, **kwargs)
 
 
@@ -120,11 +125,12 @@ def _unboxed(compiled: Any) -> Callable[..., Any]:
     return run
 
 
-def _inductor_failed(what: str, error: Exception, strict: bool) -> None:
+def _inductor_failed(what: str, error: Exception, strict: bool,
+                     instead: str = "it runs with ATen kernels") -> None:
     state.counters["inductor_fallbacks"] += 1
     text = str(error).strip()
     msg = (f"fxslots: Inductor could not compile {what} ({type(error).__name__}: "
-           f"{text.splitlines()[0] if text else ''}); it runs with ATen kernels")
+           f"{text.splitlines()[0] if text else ''}); {instead}")
     if strict:
         raise UnsupportedGraphError(msg + " (strict=True)") from error
     warnings.warn(msg + " (set strict=True to make this an error)", stacklevel=4)

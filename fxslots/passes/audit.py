@@ -32,7 +32,7 @@ def audit_forward(code: str, plan: ArenaPlan, inputs: list[str]) -> tuple[ArenaP
     """``plan`` with each device group's write kind as Inductor's ``code`` made it, and one
     finding per group. ``inputs`` are the graph's placeholder names."""
     slots = {v.name for v in plan.views}
-    sites = _slot_writes(code, set(inputs), slots)
+    sites = slot_writes(code, set(inputs), slots)
     placements, findings = [], []
     for p in plan.placements:
         if p.write not in (Write.OUT, Write.COPY):
@@ -61,7 +61,7 @@ def _as_written(p: Placement, note: str, in_place: bool) -> Placement:
                                copied_bytes=p.nbytes, reason=reason)
 
 
-def _slot_writes(code: str, inputs: set[str], slots: set[str]) -> dict[str, list[str]]:
+def slot_writes(code: str, inputs: set[str], slots: set[str]) -> dict[str, list[str]]:
     """For each graph input the wrapper writes: one note per write ("in place: ..." or why it
     is a copy). A plain load of a graph input other than a slot is the producer's own work (a
     layout change of an input); of anything else, a copy of a value that already exists."""
