@@ -183,6 +183,15 @@ def test_graph_executor_replays_inductor_code(stand_in_graphs):  # noqa: F811
     assert_same(ours, run(model, "inductor", xs, sched, steps=3, set_to_none=False))
 
 
+def test_inference_graphs_are_compiled_too(caplog):
+    model, xs = _model("mlp")
+    f = torch.compile(copy.deepcopy(model), backend="fxslots", options=INDUCTOR)
+    with caplog.at_level(logging.DEBUG, logger="fxslots.kernels"), torch.no_grad():
+        got = f(xs[0])
+    assert "Inductor's code for an inference graph" in caplog.text
+    torch.testing.assert_close(got, model(xs[0]), atol=1e-5, rtol=1e-5)
+
+
 class _Scaled(nn.Module):
     def __init__(self):
         super().__init__()
@@ -195,7 +204,9 @@ class _Scaled(nn.Module):
 def test_a_graph_inductor_cannot_compile_runs_its_aten_graph():
     """No C++ compiler: every graph falls back, named, with its cause; training goes on."""
     import torch._inductor.config as inductor_config
+    from torch._inductor.cpu_vec_isa import valid_vec_isa_list
 
+    valid_vec_isa_list()  # probed with the real compiler now (cached), not the missing one
     torch.manual_seed(0)
     eager, model = _Scaled(), _Scaled()
     model.load_state_dict(eager.state_dict())
@@ -225,7 +236,8 @@ def test_a_graph_inductor_cannot_compile_runs_its_aten_graph():
 
 
 def _llama_steps(options, steps=2):
-    """Llama-tiny in bf16, two sequence lengths, FFBB and 1F1B with two microbatches each."""
+    """Llama-tiny in bf16, two sequence lengths, FFBB and 1F1B with two microbatches each;
+    gradients compared with eager's after every schedule. Returns the variants' plans."""
     from examples.llama import batch, llama
 
     torch.manual_seed(0)
@@ -236,7 +248,7 @@ def _llama_steps(options, steps=2):
     data = {s: [tuple(t.cuda() for t in batch(eager.cfg, 2, s, generator=g)) for _ in range(4)]
             for s in (32, 64)}
     for _ in range(steps):
-        for s, mbs in data.items():
+        for mbs in data.values():
             for sched in (schedule_ffbb(2), schedule_1f1b(4, 2)):
                 for fn in (eager, f):
                     pending = {}
@@ -245,8 +257,10 @@ def _llama_steps(options, steps=2):
                             pending[i] = fn(*mbs[i])
                         else:
                             pending.pop(i).backward()
-    for a, b in zip(eager.parameters(), ours.parameters(), strict=True):
-        torch.testing.assert_close(b.grad.float(), a.grad.float(), atol=3e-2, rtol=3e-2)
+                for a, b in zip(eager.parameters(), ours.parameters(), strict=True):
+                    torch.testing.assert_close(b.grad, a.grad, atol=2e-2, rtol=2e-2)
+                eager.zero_grad(set_to_none=True)
+                ours.zero_grad(set_to_none=True)
     return [v.plan for r in fxslots.regions() for v in r.live_variants()]
 
 

@@ -138,11 +138,13 @@ def _address(expr: str) -> tuple[str, str]:
 
 def _norm(index: str) -> str:
     """An index expression without spaces, outer parentheses or Triton's broadcast_to."""
-    i = re.sub(r"\s+", "", index)
-    m = re.fullmatch(r"tl\.broadcast_to\((.*),\[.*\]\)", i)
-    i = m.group(1) if m is not None else i
-    while i.startswith("(") and _close(i, 0) == len(i) - 1:
-        i = i[1:-1]
+    i, before = re.sub(r"\s+", "", index), None
+    while i != before:
+        before = i
+        m = re.fullmatch(r"tl\.broadcast_to\((.*),\[[^\[\]]*\]\)", i)
+        i = m.group(1) if m is not None else i
+        if i.startswith("(") and _close(i, 0) == len(i) - 1:
+            i = i[1:-1]
     return i
 
 

@@ -81,7 +81,9 @@ def copy_graph(fw: fx.GraphModule) -> fx.GraphModule:
     """A new GraphModule over a copy of ``fw``'s graph (node metadata shared, not copied)."""
     graph = fx.Graph()
     graph.output(graph.graph_copy(fw.graph, {}))
-    return fx.GraphModule(fw, graph)
+    gm = fx.GraphModule(fw, graph)
+    gm.meta.update(getattr(fw, "meta", {}))
+    return gm
 
 
 def _slot_view(node: Any) -> SlotView | None:
