@@ -45,14 +45,16 @@ def _nothing(*args: Any, **kwargs: Any) -> None:
     return None
 
 
-def _offload_copy(dst: torch.Tensor, src: torch.Tensor) -> None:
+def _offload_copy(src: torch.Tensor, dst: torch.Tensor) -> None:
     # Device to pinned host memory: asynchronous, and capturable in a CUDA graph. Inside
     # Inductor's code this stays one call: a copy_ to a host input would become a device copy
     # to pageable memory plus a host kernel, which a CUDA graph capture cannot replay.
     dst.copy_(src, non_blocking=True)
 
 
-_LIB.define("offload_copy(Tensor(a!) dst, Tensor src) -> ()",
+# ``src`` comes first: Inductor takes an extern call's device from its first tensor, and the
+# copy is the device's work (on its stream), not the host's.
+_LIB.define("offload_copy(Tensor src, Tensor(a!) dst) -> ()",
             # The rewrite laid both sides out as one dense block in memory order; Inductor must
             # hand over ``src`` with exactly those strides, or the copy goes through a pageable
             # temporary (synchronous, and refused by a capture).

@@ -38,8 +38,9 @@ def audit_forward(code: str, plan: ArenaPlan, inputs: list[str]) -> tuple[ArenaP
         if p.write not in (Write.OUT, Write.COPY):
             placements.append(p)
             continue
-        written = [v.name for v in p.views if p.write is Write.OUT or v.holds in p.copies][
-            :1 if p.write is Write.OUT else None]
+        # The views the forward writes: a copy-free group's root, or each value copied in.
+        written = ([p.views[0].name] if p.write is Write.OUT else
+                   [v.name for v in p.views if v.holds in p.copies])
         notes = [n for v in written for n in sites.get(v, ["no write to " + v + " found"])]
         copied = [n for n in notes if not n.startswith("in place")]
         placements.append(_as_written(p, copied[0] if copied else notes[0], not copied))
@@ -72,7 +73,8 @@ def slot_writes(code: str, inputs: set[str], slots: set[str]) -> dict[str, list[
         if call is not None and call.group(1) in kernels:
             params, body = kernels[call.group(1)]
             bound = dict(zip(params, [_base(a) for a in _args(call.group(2))]))
-            for name, note in _kernel_writes(call.group(1), body, bound, inputs, slots):
+            for name, note in dict.fromkeys(  # a vector loop and its tail store alike
+                    _kernel_writes(call.group(1), body, bound, inputs, slots)):
                 out.setdefault(name, []).append(note)
         elif "torch.ops.fxslots." in line and "_into." in line:
             for a in _args(line[line.index("(") + 1:line.rindex(")")]):
@@ -105,11 +107,11 @@ def _kernel_writes(kernel: str, body: str, bound: dict[str, str], inputs: set[st
         if name not in inputs:
             continue
         load = _plain_load(value)
+        source = bound.get(load[0]) if load is not None else None  # None: a local array
         twice = [bound[q] for q, _, v in stores if v == value and q != ptr
                  and bound.get(q) not in inputs | {None}]
-        if load is not None and load[1] == index and bound.get(load[0]) not in (inputs - slots
-                                                                                 ) | {None}:
-            yield name, f"{kernel} copies it from {bound[load[0]]}"
+        if load is not None and load[1] == index and source not in (inputs - slots) | {None}:
+            yield name, f"{kernel} copies it from {source}"
         elif load is None and twice:
             yield name, f"{kernel} also stores it into {twice[0]}"
         else:

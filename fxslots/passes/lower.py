@@ -121,7 +121,7 @@ def _to_copy(graph: fx.Graph, node: fx.Node, slot: fx.Node, functional: Any) -> 
 
 def _to_offload(graph: fx.Graph, node: fx.Node) -> None:
     with graph.inserting_before(node):
-        call = graph.call_function(offload_copy, (node.args[0], node.args[1]))
+        call = graph.call_function(offload_copy, (node.args[1], node.args[0]))
     call.meta[SLOT_META] = node.meta.get(SLOT_META)
     node.replace_all_uses_with(node.args[0])
     graph.erase_node(node)
