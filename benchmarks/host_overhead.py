@@ -48,6 +48,55 @@ def _free_graphs() -> None:
     executor.CudaCapturer = _FreeCapturer
 
 
+COMPONENTS = [
+    # (label, module, owner, attribute): timed inclusive of what they call.
+    ("forward call", "fxslots.runtime.variant", "Variant", "forward"),
+    ("  slot acquire", "fxslots.runtime.ring", "SlotRing", "acquire"),
+    ("  layout lookup", "fxslots.runtime.variant", "Variant", "layout"),
+    ("  replay + input staging", "fxslots.runtime.cudagraphs.executor", "GraphExecutor",
+     "_replay"),
+    ("  outputs (views, copies)", "fxslots.runtime.cudagraphs.outputs", "Captured", "results"),
+    ("backward call", "fxslots.runtime.variant", "Variant", "backward"),
+    ("  find slot", "fxslots.runtime.ring", "SlotRing", "find"),
+    ("  .grad buffers check", "fxslots.runtime.variant", "Variant", "_grad_buffers"),
+    ("  tangent staging", "fxslots.runtime.cudagraphs.executor", "GraphExecutor",
+     "_stage_backward"),
+    ("  release", "fxslots.runtime.ring", "SlotRing", "release"),
+]
+
+
+def _timed_components() -> dict[str, list[float]]:
+    """Wrap each component in a timer; returns label -> [seconds, calls]."""
+    import importlib
+
+    totals: dict[str, list[float]] = {}
+    for label, mod, owner, attr in COMPONENTS:
+        cls = getattr(importlib.import_module(mod), owner)
+        fn = getattr(cls, attr)
+        totals[label] = acc = [0.0, 0]
+
+        def timed(*a, _fn=fn, _acc=acc, **k):
+            t0 = time.perf_counter()
+            try:
+                return _fn(*a, **k)
+            finally:
+                _acc[0] += time.perf_counter() - t0
+                _acc[1] += 1
+
+        setattr(cls, attr, timed)
+    return totals
+
+
+def components(layers: int, steps: int) -> dict[str, float]:
+    """Microseconds per call of each part of fxslots' forward and backward wrappers."""
+    totals = _timed_components()
+    measure("fxslots", layers, 12)  # compiled and captured before timing starts
+    for acc in totals.values():
+        acc[:] = [0.0, 0]
+    measure("fxslots", layers, steps, warm=False)
+    return {label: (acc[0] / acc[1] * 1e6 if acc[1] else 0.0) for label, acc in totals.items()}
+
+
 def _model(layers: int, width: int) -> torch.nn.Module:
     torch.manual_seed(0)
     mods = []
@@ -56,12 +105,18 @@ def _model(layers: int, width: int) -> torch.nn.Module:
     return torch.nn.Sequential(*mods)
 
 
-def measure(case: str, layers: int, steps: int, profile: bool = False) -> float:
+_LIVE: dict = {}
+
+
+def measure(case: str, layers: int, steps: int, profile: bool = False,
+            warm: bool = True) -> float:
     """Microseconds per step (forward, loss, backward, zero_grad), cycling four variants."""
     import fxslots
 
-    fxslots.reset()
-    m = _model(layers, 16)
+    if warm:
+        fxslots.reset()
+        _LIVE[case] = _model(layers, 16)
+    m = _LIVE[case]
     if case == "eager":
         f = m
     elif case == "aot_eager":
@@ -74,7 +129,7 @@ def measure(case: str, layers: int, steps: int, profile: bool = False) -> float:
         f(xs[i % 4]).float().square().mean().backward()
         m.zero_grad()
 
-    for i in range(12):  # compile, warm up, capture every variant
+    for i in range(12 if warm else 0):  # compile, warm up, capture every variant
         step(i)
     t0 = time.perf_counter()
     for i in range(steps):
@@ -96,8 +151,21 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--out", default=None)
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--components", action="store_true",
+                    help="microseconds per call of each part of the forward and backward")
     args = ap.parse_args()
     _free_graphs()
+    if args.components:
+        parts = components(args.layers, args.steps)
+        print(f"{'component':<28} | us/call")
+        print(f"{'-' * 28} | -------")
+        for label, us in parts.items():
+            print(f"{label:<28} | {us:7.1f}")
+        if args.out:
+            with open(args.out, "w") as fh:
+                json.dump({"layers": args.layers, "us_per_call": parts,
+                           "torch": torch.__version__}, fh, indent=1)
+        return
     rows = {case: measure(case, args.layers, args.steps, args.profile and case == "fxslots")
             for case in ("eager", "aot_eager", "fxslots")}
     print(f"{'case':<10} | us/step | note")

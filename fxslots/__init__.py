@@ -18,6 +18,7 @@ from .errors import (
     UnsupportedGraphError,
 )
 from .options import Options
+from .prepare import Prepared, prepare
 from .report import Report, explain
 
 counters = state.counters
@@ -45,11 +46,13 @@ __all__ = [
     "FxslotsError",
     "Options",
     "OptionsError",
+    "Prepared",
     "Report",
     "SlotsExhaustedError",
     "UnsupportedGraphError",
     "counters",
     "explain",
+    "prepare",
     "regions",
     "reset",
 ]

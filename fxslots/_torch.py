@@ -34,6 +34,7 @@ __all__ = [
     "storage_alias",
     "shape_env_of",
     "storage_key",
+    "storage_cdata",
     "is_fake",
     "trace_artifact",
     "symbol_of",
@@ -43,6 +44,7 @@ __all__ = [
     "size_hint",
     "tracing_static_input_indices",
     "foreach_copy_",
+    "accumulates_in_place",
     "schema_of",
     "INDUCTOR_ALIGNMENT",
     "inductor_decompositions",
@@ -89,6 +91,12 @@ def storage_alias(data_ptr: int, device: torch.device, nbytes: int) -> torch.Unt
 def storage_key(t: torch.Tensor) -> Any:
     """Hashable identity of a tensor's storage; works on FakeTensors."""
     return StorageWeakRef(t.untyped_storage())
+
+
+def storage_cdata(t: torch.Tensor) -> int:
+    """The address of a tensor's storage object: what ``StorageWeakRef.cdata`` compares,
+    without making a weak reference (this runs at every backward)."""
+    return t.untyped_storage()._cdata
 
 
 def is_fake(t: Any) -> bool:
@@ -179,6 +187,14 @@ def returns_view(target: Any) -> bool:
     return not schema.is_mutable and any(r.alias_info is not None for r in schema.returns)
 
 
+def accumulates_in_place(param: torch.Tensor, grad: torch.Tensor) -> bool:
+    """Whether adding into ``param.grad`` in place is what autograd's AccumulateGrad would do:
+    a dense buffer of the parameter's dtype, shape and device, recording no graph, and no hook
+    on the parameter that expects to see the gradient (tensor hooks, post-accumulate hooks)."""
+    return (grad.layout is torch.strided and grad.dtype == param.dtype
+            and grad.shape == param.shape and grad.device == param.device
+            and not grad.requires_grad and not param._backward_hooks
+            and not getattr(param, "_post_accumulate_grad_hooks", None))
 def schema_of(op: Any) -> Any:
     """The ``FunctionSchema`` of an operator overload."""
     return op._schema

@@ -27,14 +27,18 @@ from .passes import (
     unplaceable_reason,
     verify_forward,
 )
-from .policies import PARTITIONERS, RECOMPUTE, choose_offload
+from .costs import caps_for
+from .offloading import OffloadContext, choose_offload
+from .passes.offload import schedule_offload, schedule_reload
+from .policies import PARTITIONERS, RECOMPUTE
 from .printing import format_graph
 from .record import CompiledGraphs, graph_lines
 from .report import plan_to_json
 from .runtime.cudagraphs.executor import GraphExecutor
 from .runtime.layout import SymbolBinder
 from .runtime.region import Region
-from .runtime.variant import EagerExecutor, Variant, boxed
+from .passes.accumulate import accumulate_grads
+from .runtime.variant import Accumulate, EagerExecutor, Variant, boxed
 from .schemas import ArenaPlan, SavedSet, Write
 
 log = logging.getLogger(__name__)
@@ -84,6 +88,7 @@ class _Compiler:
         self.variant: Variant | None = None
         self.record: CompiledGraphs | None = None
         self.slotted_saved: set[str] = set()
+        self.caps = None  # the device's rates, for offload planning
 
     def partition(self, joint: fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int,
                   **kwargs: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
@@ -108,13 +113,15 @@ class _Compiler:
         """collect -> plan -> rewrite -> verify; or fall back, with the reason, to no slots."""
         assert self.num_fwd_outputs is not None and self.bw_module is not None
         before = format_graph(fw)
-        static = self.static_inputs or _torch.tracing_static_input_indices()
+        static = self.static_inputs = (self.static_inputs
+                                       or _torch.tracing_static_input_indices())
         saved = observe("collect_saved", collect_saved, fw, self.bw_module, self.num_fwd_outputs,
                         static, summary=lambda s: f"{len(s.tensors)} saved tensors in "
                                                   f"{len(s.groups)} storage groups")
         device = _device_of(saved, example_inputs)
         graphs = _use_graphs(device, self.options)
         binder = SymbolBinder(list(fw.graph.find_nodes(op="placeholder")))
+        self.caps = caps_for(device, self.options.link_bandwidth)
         plan, reason = self._plan(fw, saved, static, graphs, binder)
         if plan is None:
             return self._fall_back(fw, saved, before, reason, example_inputs)
@@ -122,6 +129,9 @@ class _Compiler:
                 graph=fw, summary=lambda n: f"{n} nodes changed or added")
         observe("verify_forward", verify_forward, fw, saved, plan, self.num_fwd_outputs,
                 summary=lambda n: f"{n} postconditions hold")
+        if plan.offloaded_bytes != 0:
+            observe("schedule_offload", schedule_offload, fw, self.caps, graph=fw,
+                    summary=lambda n: f"{n} device-to-host copies joined where they end")
         self.variant = self._variant(fw, plan, binder, device, graphs, static, example_inputs)
         findings = self._inductor_forward(fw, example_inputs, static)
         plan = self.variant.plan  # as Inductor's code writes the slot, when it compiled
@@ -140,8 +150,7 @@ class _Compiler:
         region = self.region
         variant = Variant(name=f"v{len(region.variants)}", region=region, device=device,
                           plan=plan, binder=binder, forward_graph=fw, anchor_index=anchor)
-        variant.executor = (GraphExecutor(variant, self.options, region.staging) if graphs
-                            else EagerExecutor())
+        variant.executor = GraphExecutor(variant, self.options) if graphs else EagerExecutor()
         region.variants.append(weakref.ref(variant))
         return variant
 
@@ -150,10 +159,13 @@ class _Compiler:
         if reason is not None:
             return None, reason
         staged = collect_inputs(fw, static) if graphs else ()
+        offload = {}
+        if self.options.offload != "none":
+            ctx = OffloadContext.of(saved, fw, self.bw_module, self.caps)
+            offload = choose_offload(self.options.offload, saved, ctx)
         plan = observe("plan_arena", plan_arena, saved, alignment=self.options.alignment,
                        copy_free=self.options.copy_free, staged_inputs=staged,
-                       offload=choose_offload(self.options.offload, saved),
-                       summary=_plan_summary)
+                       offload=offload, summary=_plan_summary)
         missing = binder.missing([plan.capacity] + [
             e for v in (*plan.views, *plan.staging) for e in (v.storage_offset, *v.shape, *v.stride)]
             + [plan.host_capacity])
@@ -190,6 +202,10 @@ class _Compiler:
     def compile_backward(self, bw: fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
         if self.variant is not None:
             annotate_backward(bw, self.record.saved, self.variant.plan)
+            if self.variant.plan.offloaded_bytes != 0:
+                observe("schedule_reload", schedule_reload, bw, self.record.saved,
+                        self.variant.plan, self.caps, self.variant.device, graph=bw,
+                        summary=lambda n: f"{n} groups reloaded ahead of their first use")
         text = format_graph(bw, "backward")
         if self.record is not None:
             self.record.backward = text
@@ -206,12 +222,28 @@ class _Compiler:
         names = [p.name for p in bw.graph.find_nodes(op="placeholder")]
         readable = [i for i, n in enumerate(names) if n in self.slotted_saved]
         variant.saved_arg_index = readable[0] if readable else None
-        variant.offloaded_args = [
-            [names.index(m) for m in self.record.saved.groups[p.group].members if m in names]
-            for p in variant.plan.placements if p.write is Write.OFFLOAD]
+        variant.accumulate = _accumulate(bw, self.static_inputs, self.options)
+        if variant.accumulate is not None and self.options.kernels == "inductor":
+            variant.accumulate = kernels.compile_accumulate(
+                variant.accumulate, example_inputs,
+                f"the accumulating backward graph of {variant.name}", self.options)
         log.info("compile_backward: %s reads %d saved tensors from its slot", variant.name,
                  len(readable))
         return boxed(variant.backward)
+
+
+def _accumulate(bw: fx.GraphModule, static: list[int], options: Options) -> Accumulate | None:
+    """The backward that adds the gradients of parameters (static inputs) into their .grad
+    buffers itself, or None (no parameter gets a gradient, or options say autograd does it)."""
+    if options.grad_accumulation != "graph":
+        return None
+    outs = list(next(iter(bw.graph.find_nodes(op="output"))).args[0])
+    params = tuple(i for i in sorted(static) if i < len(outs) and isinstance(outs[i], fx.Node))
+    if not params:
+        return None
+    return Accumulate(params, observe("accumulate_grads", accumulate_grads, bw, list(params),
+                                      summary=lambda g: f"{len(params)} gradients added in "
+                                                        f"the graph when .grad exists"))
 
 
 def _device_reason(saved: SavedSet) -> str | None:

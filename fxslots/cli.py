@@ -143,8 +143,8 @@ def build_options(args: argparse.Namespace) -> dict[str, Any]:
     options: dict[str, Any] = dict(parse_option(o) for o in args.option)
     if args.slots is not None:
         options["slots"] = args.slots
-    if args.offload is not None:
-        options["offload"] = args.offload
+    if args.offload is not None:  # digits are a budget of device bytes per slot
+        options["offload"] = int(args.offload) if args.offload.isdigit() else args.offload
     try:
         Options.parse(options)  # check before compiling: a bad option is a usage error
     except ValueError as e:  # OptionsError: its message names the option

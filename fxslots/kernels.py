@@ -11,6 +11,7 @@ with a warning naming the graph and the cause (an error with ``strict=True``).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import warnings
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from . import _torch, state
 from .errors import UnsupportedGraphError
 from .options import Options
 from .passes.audit import audit_forward
-from .passes.lower import copy_graph, lower_forward
+from .passes.lower import copy_graph, lower_forward, lower_streams
 from .passes.observe import observe
 from .printing import format_graph
 from .schemas import ArenaPlan, SlotView
@@ -106,6 +107,7 @@ def compile_graph(gm: fx.GraphModule, example_inputs: Any, what: str, options: O
     a forward that runs without slots); None when Inductor cannot take it."""
     try:
         gm = copy_graph(gm)  # Inductor's passes rewrite the graph; the ATen one must survive
+        lower_streams(gm)
         _mark_user_outputs(gm, None)
         # No static inputs: saved tensors arrive as slot views whose alignment the example
         # inputs may not show; Inductor then checks (and copies a misaligned one) at each call.
@@ -116,6 +118,15 @@ def compile_graph(gm: fx.GraphModule, example_inputs: Any, what: str, options: O
         return None
     log.debug("Inductor's code for %s:\n%s", what, _torch.inductor_output_code(compiled))
     return _unboxed(compiled)
+
+
+def compile_accumulate(acc: Any, example_inputs: Any, what: str, options: Options) -> Any:
+    """``acc`` (a ``runtime.variant.Accumulate``) with Inductor's code for its graph, which
+    takes the ``.grad`` buffers after the backward's own inputs."""
+    buffers = list(acc.graph.graph.find_nodes(op="placeholder"))[len(example_inputs):]
+    run = compile_graph(acc.graph, list(example_inputs) + [b.meta["val"] for b in buffers],
+                        what, options, is_backward=True)
+    return dataclasses.replace(acc, kernel=run)
 
 
 def _unboxed(compiled: Any) -> Callable[..., Any]:

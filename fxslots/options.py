@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from .errors import OptionsError
 
@@ -44,8 +44,16 @@ class Options:
     recompute: str = "none"
     """Forward ops to recompute in backward instead of saving: a name in
     ``fxslots.policies.RECOMPUTE`` ('none' or 'pointwise')."""
-    offload: str = "none"
-    """Which saved groups go to the slot's host arena: 'none', 'all' or 'above:<bytes>'."""
+    offload: Any = "none"
+    """Which saved groups go to the slot's host arena: 'none', 'all', 'auto',
+    'above:<bytes>', an int budget of device saved bytes per slot, or a predicate over a
+    ``SavedTensor`` (see ``fxslots.offloading``)."""
+    link_bandwidth: float | None = None
+    """Host link bytes/s for offload planning; None: measured once per device."""
+    grad_accumulation: str = "graph"
+    """Who adds gradients into existing ``.grad`` buffers: "graph" (the backward, inside its
+    CUDA graph) or "autograd" (one launch per parameter after it; needed by hooks on the
+    gradient accumulator itself, such as DDP's reducer)."""
     kernels: str = "aten"
     """Who runs the rewritten graphs: "aten" (ATen kernels, one per op) or "inductor" (Inductor
     compiles them; saved values are stored into the slot by its kernels)."""
@@ -64,30 +72,27 @@ class Options:
             raise OptionsError(
                 f"fxslots option 'max_arena_bytes' must be positive or None, got {self.max_arena_bytes}"
             )
-        from .policies import PARTITIONERS, RECOMPUTE, parse_offload
+        self._check_choices()
 
-        if self.recompute not in RECOMPUTE:
-            raise OptionsError(
-                f"fxslots option 'recompute' must be one of {sorted(RECOMPUTE)}, "
-                f"got {self.recompute!r}")
+    def _check_choices(self) -> None:
+        from .offloading import parse_offload
+        from .policies import PARTITIONERS, RECOMPUTE
 
         try:
             parse_offload(self.offload)
         except ValueError as e:
             raise OptionsError(str(e)) from None
-
-        if self.partitioner not in PARTITIONERS:
-            raise OptionsError(
-                f"fxslots option 'partitioner' must be one of {sorted(PARTITIONERS)}, "
-                f"got {self.partitioner!r}")
-        if self.kernels not in ("aten", "inductor"):
-            raise OptionsError(
-                f"fxslots option 'kernels' must be 'aten' or 'inductor', got {self.kernels!r}")
-        if self.on_capture_failure not in ("raise", "eager"):
-            raise OptionsError(
-                "fxslots option 'on_capture_failure' must be 'raise' or 'eager', "
-                f"got {self.on_capture_failure!r}"
-            )
+        for name, valid in (("recompute", sorted(RECOMPUTE)),
+                            ("partitioner", sorted(PARTITIONERS)),
+                            ("grad_accumulation", ("graph", "autograd")),
+                            ("kernels", ("aten", "inductor")),
+                            ("on_capture_failure", ("raise", "eager"))):
+            if getattr(self, name) not in valid:
+                # Registries (lists) may grow: list them; fixed pairs read as a choice.
+                what = (f"one of {valid}" if isinstance(valid, list)
+                        else " or ".join(map(repr, valid)))
+                raise OptionsError(f"fxslots option {name!r} must be {what}, "
+                                   f"got {getattr(self, name)!r}")
 
     @classmethod
     def parse(cls, options: Mapping[str, Any] | "Options" | None) -> "Options":
@@ -113,8 +118,10 @@ _TYPES = {
     "debug": (bool,),
     "strict": (bool,),
     "partitioner": (str,),
-    "offload": (str,),
+    "offload": (str, int, Callable),
+    "link_bandwidth": (int, float, type(None)),
     "recompute": (str,),
+    "grad_accumulation": (str,),
     "kernels": (str,),
 }
 

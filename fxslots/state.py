@@ -6,6 +6,7 @@ What lives here:
 - ``recorders``: the lists that open ``fxslots.report.recording()`` blocks collect into.
 - ``regions``: every compiled region (a slot ring and what its variants share), held *weakly*.
   A region lives while a compiled variant of it does (Dynamo's code cache holds those).
+- ``preparing``: how deep inside ``fxslots.prepare`` this process is.
 - ``pools``: per CUDA device, the shared graph pool that the region's graphs are captured into;
   a pool lives while a graph captured in it does, then its handle is never used again.
 
@@ -32,6 +33,7 @@ counters: Counter = Counter()
 recorders: list[list[Any]] = []
 regions: "weakref.WeakValueDictionary[Any, Freeable]" = weakref.WeakValueDictionary()
 pools: dict[int, Freeable] = {}
+preparing = 0  # > 0 inside fxslots.prepare: captures there are expected, not news
 
 
 def record(item: Any) -> Any:

@@ -62,7 +62,8 @@ def test_each_pass_logs_one_line(caplog):
         m(torch.randn(4, 16)).sum().backward()
     passes = [r.getMessage().split(":")[0] for r in caplog.records
               if r.name == "fxslots.passes"]
-    assert passes == ["collect_saved", "plan_arena", "rewrite_forward", "verify_forward"]
+    assert passes == ["collect_saved", "plan_arena", "rewrite_forward", "verify_forward",
+                      "accumulate_grads"]
 
 
 def test_torch_logs_enables_fxslots_logging():

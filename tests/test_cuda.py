@@ -80,7 +80,7 @@ def test_variants_and_schedules_match_eager(dtype):
     rng = random.Random(0)
     schedules = [schedule_ffbb(4), schedule_1f1b(4, 2)] + [random_schedule(4, 4, rng)
                                                          for _ in range(3)]
-    train_both(schedules, dtype=dtype)
+    _, _, f, _ = train_both(schedules, dtype=dtype)  # f keeps the model (and its graphs) alive
     # One live graph per (shape variant, slot, direction): V = 4 x K = 4 x 2 at most.
     live = sum(len(v.executor.graphs) for g in fxslots.regions() for v in g.live_variants())
     assert 0 < live <= 4 * 4 * 2
@@ -188,7 +188,8 @@ def test_in_place_input_mutation_reaches_the_caller_under_replay():
 # above:4096 offloads the static first variant (4 KiB tensors), not the dynamic ones
 @pytest.mark.parametrize("offload", ["all", "above:4096"])
 def test_offloaded_activations_match_eager_under_replay(offload):
-    train_both([schedule_ffbb(4), schedule_1f1b(4, 2)], options={"offload": offload}, steps=2)
+    _, _, f, _ = train_both([schedule_ffbb(4), schedule_1f1b(4, 2)], options={"offload": offload},
+                            steps=2)
     hosts = [s.host_arena for r in [g.ring for g in fxslots.regions()] for s in r.slots
              if s.host_arena is not None]
     assert hosts and all(h.is_pinned() for h in hosts)
@@ -229,3 +230,28 @@ def test_memory_comes_back_when_the_model_goes(how, options):
     after = _settled_reserved()
     assert after <= before, f"{(after - before) / 2**20:.1f} MiB still reserved after {how}"
     assert [h() for h in hosts] == [None] * len(hosts)
+
+
+@pytest.mark.parametrize("offload", ["all", 40_000])
+def test_offload_stays_ordered_with_a_slow_side_stream(monkeypatch, offload):
+    """Issue 10's safety rule: every side-stream copy delayed by a spin kernel, under capture
+    and replay; the waits must keep each copy ordered against what reads and reuses its bytes
+    (a missing wait reads unfinished copies or overwrites reloads: wrong gradients)."""
+    from fxslots import streams
+
+    def delayed(fn, direction):
+        def run(*args):
+            device = next(a for a in args if isinstance(a, torch.Tensor)).device if \
+                direction == "d2h" else args[0]
+            with torch.cuda.stream(streams.side_stream(device, direction)):
+                torch.cuda._sleep(2_000_000)  # ~1 ms at H200 clocks
+            return fn(*args)
+        return run
+
+    monkeypatch.setattr(streams, "offload", delayed(streams.offload, "d2h"))
+    monkeypatch.setattr(streams, "reload", delayed(streams.reload, "h2d"))
+    _, _, f, _ = train_both([schedule_ffbb(4), schedule_1f1b(4, 2)],
+                            options={"offload": offload}, steps=2)
+    assert fxslots.counters["captures"] > 0
+    (region,) = fxslots.regions()
+    assert all(int(v.plan.offloaded_bytes) > 0 for v in region.live_variants())

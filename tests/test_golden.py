@@ -477,30 +477,38 @@ def forward(
 ):
     t: f32[16, 32] = aten.t(primals_1)
     addmm: f32[4, 32] = aten.addmm(primals_2, primals_3, t)
-    copy__default = aten.copy_(host_addmm, addmm, True)  # offloaded: host arena bytes [0, 512) hold group 2
+    offload = offload(host_addmm, addmm)  # offloaded: host arena, on the d2h side stream, bytes [0, 512) hold group 2
     gelu: f32[4, 32] = aten.gelu(addmm)
-    copy__default_1 = aten.copy_(host_gelu, gelu, True)  # offloaded: host arena bytes [512, 1024) hold group 3
+    offload_wait = offload_wait(addmm, offload)  # the compute stream joins the d2h copy of addmm: its device bytes are free after
+    offload_1 = offload(host_gelu, gelu)  # offloaded: host arena, on the d2h side stream, bytes [512, 1024) hold group 3
     t_1: f32[32, 16] = aten.t(primals_4)
     addmm_1: f32[4, 16] = aten.addmm(primals_5, gelu, t_1)
-    return [addmm_1, primals_3, primals_4, copy__default, copy__default_1]
+    offload_wait_1 = offload_wait(gelu, offload_1)  # the compute stream joins the d2h copy of gelu: its device bytes are free after
+    return [addmm_1, primals_3, primals_4, host_addmm, host_gelu]
 ----- backward -----
 def backward(
     primals_3: f32[4, 16],
     primals_4: f32[16, 32],
-    addmm: f32[4, 32],  # reloaded from the host arena before backward: group 2 at host byte 0
-    gelu: f32[4, 32],  # reloaded from the host arena before backward: group 3 at host byte 512
+    addmm: f32[4, 32],  # in the host arena, reloaded ahead of use: group 2 at host byte 0
+    gelu: f32[4, 32],  # in the host arena, reloaded ahead of use: group 3 at host byte 512
     tangents_1: f32[4, 16],
 ):
     t_1: f32[32, 16] = aten.t(primals_4)
     t_2: f32[16, 32] = aten.t(t_1)
+    reload = reload(cpu, gelu)  # reloads gelu on the h2d side stream
     mm: f32[4, 32] = aten.mm(tangents_1, t_2)
     t_3: f32[16, 4] = aten.t(tangents_1)
-    mm_1: f32[16, 32] = aten.mm(t_3, gelu)
+    reload_wait = reload_wait(reload)  # the compute stream joins the h2d copy before its first use
+    getitem: f32[4, 32] = getitem(reload_wait, 0)
+    reload_1 = reload(cpu, addmm)  # reloads addmm on the h2d side stream
+    mm_1: f32[16, 32] = aten.mm(t_3, getitem)
     t_4: f32[32, 16] = aten.t(mm_1)
     sum_1: f32[1, 16] = aten.sum.dim_IntList(tangents_1, [0], True)
     view: f32[16] = aten.view(sum_1, [16])
     t_5: f32[16, 32] = aten.t(t_4)
-    gelu_backward: f32[4, 32] = aten.gelu_backward(mm, addmm)
+    reload_wait_1 = reload_wait(reload_1)  # the compute stream joins the h2d copy before its first use
+    getitem_1: f32[4, 32] = getitem(reload_wait_1, 0)
+    gelu_backward: f32[4, 32] = aten.gelu_backward(mm, getitem_1)
     t_6: f32[32, 4] = aten.t(gelu_backward)
     mm_2: f32[32, 16] = aten.mm(t_6, primals_3)
     t_7: f32[16, 32] = aten.t(mm_2)
@@ -519,8 +527,8 @@ gelu       f32[4, 32]   [32, 1]  512    g3     host 512  offloaded
 groups:
   g0: no slot   offset 0, 256 bytes  (user input: the caller owns it)
   g1: no slot   offset 0, 2048 bytes  (parameter or buffer: outlives every replay)
-  g2: offloaded offset 0, 512 bytes  (the offload policy chose it)
-  g3: offloaded offset 512, 512 bytes  (the offload policy chose it)
+  g2: offloaded offset 0, 512 bytes  (512 B >= 512 B (above:512))
+  g3: offloaded offset 512, 512 bytes  (512 B >= 512 B (above:512))
 arena bytes per slot: 0
 saved bytes in slot: 0, copy-free: 0
 bytes copied per forward: 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import re
 import warnings
 
 import pytest
@@ -158,13 +159,30 @@ def call(args):
         "triton_poi_fused_gelu_0 also stores it into buf1"]
 
 
-def test_offloaded_groups_are_copied_by_one_call_inductor_keeps(caplog):
+def test_side_stream_copies_survive_inductor(caplog):
+    """Offload's copies and joins (forward) and reloads and joins (backward) are operators in
+    Inductor's code, each join after its copy and before the first reader."""
     model, xs = _model("mlp")
     sched = _schedule()
     options = {**INDUCTOR, "offload": "all"}
     with caplog.at_level(logging.DEBUG, logger="fxslots.kernels"):
         ours = run(model, "fxslots", xs, sched, steps=2, set_to_none=False, options=options)
-    assert "torch.ops.fxslots.offload_copy.default(" in _code_of(caplog)
+    fw = _code_of(caplog).splitlines()
+    starts = [i for i, line in enumerate(fw) if "fxslots.offload_start.default(" in line]
+    joins = [i for i, line in enumerate(fw) if "fxslots.offload_join.default(" in line]
+    assert starts and len(starts) == len(joins) and all(
+        s < j for s, j in zip(starts, joins, strict=True))
+    bw = _code_of(caplog, "the backward graph").splitlines()
+    reloads = [i for i, line in enumerate(bw) if "fxslots.reload.default(" in line]
+    assert reloads
+    for r in reloads:  # bufN = reload(...); bufM = bufN[0]; ...; reload_join([bufM]); readers
+        member = next(line.split("=")[0].strip() for line in bw[r:]
+                      if line.strip().endswith(f"{bw[r].split('=')[0].strip()}[0]"))
+        skip = (f"{member} =", "assert_size_stride", "del ", "#")
+        uses = [i for i, line in enumerate(bw) if i > r and re.search(rf"\b{member}\b", line)
+                and not line.strip().startswith(skip)]
+        join = next(i for i in uses if "reload_join" in bw[i])
+        assert all(i > join for i in uses if "reload_join" not in bw[i]), bw[r:join + 1]
     offloaded = [p for r in fxslots.regions() for v in r.live_variants()
                  for p in v.plan.placements if p.write is Write.OFFLOAD]
     assert offloaded

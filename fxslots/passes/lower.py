@@ -10,7 +10,10 @@ prints and what runs if Inductor fails):
 - any other op (Inductor generates its kernel) goes back to its functional form, followed by
   ``copy_(slot, value)``, and its readers read the ``copy_``: the value then has that one user,
   so Inductor computes it inside the kernel that stores it into the slot, and stores it once;
-- a copy to the host arena (offload) becomes ``fxslots::offload_copy``; device copies stay.
+- side-stream copies (offload: ``streams.offload``/``offload_wait`` in the forward,
+  ``streams.reload``/``reload_wait`` in the backward) become ``fxslots::offload_start``/
+  ``offload_join`` and ``fxslots::reload``/``reload_join`` (``lower_streams``, for every graph);
+- device copies the plan chose stay ``copy_``.
 
 Which slot writes Inductor's kernels really make in place is read from its generated code
 afterwards (``passes/audit.py``), not assumed from this graph.
@@ -20,11 +23,12 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import operator
+
 import torch
 import torch.fx as fx
 
-from .. import _torch
-from ..ops import into_op, offload_copy
+from .. import _torch, ops, streams
 from ..schemas import SlotView
 from .rewrite import SLOT_META
 
@@ -56,11 +60,25 @@ def lower_forward(fw: fx.GraphModule, extern: Callable[[Any], bool],
                 _to_into(graph, node, slot)
             else:
                 _to_copy(graph, node, slot, functional)
-        elif node.target is aten.copy_.default and _is_host(node.args[0]):
-            _to_offload(graph, node)
+    lower_streams(gm)
+    return gm
+
+
+def lower_streams(gm: fx.GraphModule) -> int:
+    """Replace ``fxslots.streams``' functions in ``gm`` by operators Inductor keeps (in place);
+    returns how many side-stream copies were replaced."""
+    graph = gm.graph
+    n = 0
+    for node in list(graph.nodes):
+        if node.target is streams.offload:
+            _offload(graph, node)
+            n += 1
+        elif node.target is streams.reload:
+            _reload(graph, node)
+            n += 1
     graph.lint()
     gm.recompile()
-    return gm
+    return n
 
 
 def functional_of(out_overload: Any) -> Any:
@@ -93,17 +111,9 @@ def _slot_view(node: Any) -> SlotView | None:
     return None
 
 
-def _is_host(node: Any) -> bool:
-    """Whether ``node`` is a host-arena slot view, or a view (permute, slice) of one."""
-    while isinstance(node, fx.Node) and node.op == "call_function" and node.args:
-        node = node.args[0]
-    view = _slot_view(node)
-    return view is not None and view.host
-
-
 def _to_into(graph: fx.Graph, node: fx.Node, slot: fx.Node) -> None:
     with graph.inserting_before(node):
-        call = graph.call_function(into_op(node.target), node.args, dict(node.kwargs))
+        call = graph.call_function(ops.into_op(node.target), node.args, dict(node.kwargs))
     call.meta[SLOT_META] = node.meta.get(SLOT_META)
     node.replace_all_uses_with(slot)
     graph.erase_node(node)
@@ -119,9 +129,40 @@ def _to_copy(graph: fx.Graph, node: fx.Node, slot: fx.Node, functional: Any) -> 
     node.replace_all_uses_with(copy, delete_user_cb=lambda user: user is not copy)
 
 
-def _to_offload(graph: fx.Graph, node: fx.Node) -> None:
+def _offload(graph: fx.Graph, node: fx.Node) -> None:
+    """``offload(host, value)`` -> event, joined by ``offload_wait(value, event)``."""
+    host, value = node.args
     with graph.inserting_before(node):
-        call = graph.call_function(offload_copy, (node.args[1], node.args[0]))
-    call.meta[SLOT_META] = node.meta.get(SLOT_META)
-    node.replace_all_uses_with(node.args[0])
+        start = graph.call_function(ops.offload_start, (value, host))
+    start.meta[SLOT_META] = node.meta.get(SLOT_META)
+    for wait in list(node.users):
+        with graph.inserting_before(wait):
+            join = graph.call_function(ops.offload_join, (value, host))
+        join.meta[SLOT_META] = wait.meta.get(SLOT_META)
+        graph.erase_node(wait)
+    graph.erase_node(node)
+
+
+def _reload(graph: fx.Graph, node: fx.Node) -> None:
+    """``reload(device, *members)`` -> handle; ``reload_wait(handle)`` -> members, read
+    through ``getitem``."""
+    device, *members = node.args
+    with graph.inserting_before(node):
+        got = graph.call_function(ops.reload, (list(members), device))
+        views = [graph.call_function(operator.getitem, (got, i)) for i in range(len(members))]
+    got.meta[SLOT_META] = node.meta.get(SLOT_META)
+    vals = [m.meta.get("val") for m in members]
+    if all(_torch.is_fake(v) for v in vals):  # the device-side views, for Inductor's passes
+        with vals[0].fake_mode:
+            got.meta["val"] = ops.reload(vals, device)
+        for view, val in zip(views, got.meta["val"], strict=True):
+            view.meta["val"] = val
+    for ready in list(node.users):
+        with graph.inserting_before(ready):
+            join = graph.call_function(ops.reload_join, (views,))
+        join.meta[SLOT_META] = ready.meta.get(SLOT_META)
+        for item in list(ready.users):
+            item.replace_all_uses_with(views[item.args[1]])
+            graph.erase_node(item)
+        graph.erase_node(ready)
     graph.erase_node(node)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Mapping
+
 import sympy
 
 from ..schemas import (
@@ -28,7 +30,8 @@ def unplaceable_reason(saved: SavedSet) -> str | None:
 
 def plan_arena(saved: SavedSet, *, alignment: int = 512, copy_free: bool = True,
                staged_inputs: tuple[SavedTensor, ...] = (),
-               offload: frozenset[int] = frozenset()) -> ArenaPlan:
+               offload: Mapping[int, tuple[bool, str]] | frozenset[int] = frozenset()
+               ) -> ArenaPlan:
     """Give every storage group that needs a slot an aligned byte range in one slot's arena.
 
     All saved tensors are live at once (from their producer in forward to their reader in
@@ -40,8 +43,11 @@ def plan_arena(saved: SavedSet, *, alignment: int = 512, copy_free: bool = True,
     Saved views of those inputs then live in the slot too, with no copy of their own.
 
     Groups in ``offload`` go to the slot's host arena instead (packed the same way): the forward
-    copies them there, the runtime reloads them for backward.
+    copies them there, the backward reloads them. A mapping gives each group the policy's
+    decision and reason (kept groups say why they were not offloaded).
     """
+    if not isinstance(offload, Mapping):
+        offload = {g: (True, "the offload policy chose it") for g in offload}
     cursor = host_cursor = sympy.Integer(0)
     placements = []
     for g in saved.groups:
@@ -53,13 +59,14 @@ def plan_arena(saved: SavedSet, *, alignment: int = 512, copy_free: bool = True,
         if g.source is not Source.INTERMEDIATE:
             placements.append(_unslotted(g))
             continue
-        if g.id in offload:
-            placements.append(_place(g, members, host_cursor, Write.OFFLOAD,
-                                     "the offload policy chose it", host=True))
+        chosen, why = offload.get(g.id, (False, ""))
+        if chosen:
+            placements.append(_place(g, members, host_cursor, Write.OFFLOAD, why, host=True))
             host_cursor = host_cursor + align_up(g.nbytes, alignment)
             continue
         write, reason = _choose_write(g, copy_free)
-        placements.append(_place(g, members, cursor, write, reason))
+        placements.append(_place(g, members, cursor, write,
+                                 f"{reason}; kept on the device: {why}" if why else reason))
         cursor = cursor + align_up(g.nbytes, alignment)
     staging = []
     for t in staged_inputs:

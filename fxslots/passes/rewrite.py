@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 import torch.fx as fx
 
+from .. import streams
 from .._torch import size_hint
 from ..schemas import ArenaPlan, SavedSet, Write
 from .collect import resolve_overload
@@ -82,12 +83,13 @@ def _insert_copy(graph: fx.Graph, src: fx.Node, dst: fx.Node, stride, p) -> fx.N
             if order != sorted(order):
                 s = graph.call_function(aten.permute.default, (s, order))
                 d = graph.call_function(aten.permute.default, (d, order))
-        # Device to pinned host memory: asynchronous, and capturable in a CUDA graph.
-        args = (d, s, True) if p.write is Write.OFFLOAD else (d, s)
-        copy = graph.call_function(aten.copy_.default, args)
+            # Device to pinned host memory on a side stream: asynchronous, and capturable.
+            copy = graph.call_function(streams.offload, (d, s))
+        else:
+            copy = graph.call_function(aten.copy_.default, (d, s))
     copy.meta[SLOT_META] = _note(p)
     # The slot view itself carries the full (expanded) layout the backward expects.
-    return copy if d is dst else dst
+    return copy if d is dst and p.write is not Write.OFFLOAD else dst
 
 
 def _memory_order(node: fx.Node) -> list[int]:
@@ -97,7 +99,7 @@ def _memory_order(node: fx.Node) -> list[int]:
 
 
 def _note(p) -> str:
-    arena = "host arena" if p.write is Write.OFFLOAD else "slot"
+    arena = "host arena, on the d2h side stream," if p.write is Write.OFFLOAD else "slot"
     return f"{p.write.value}: {arena} bytes [{p.offset}, {p.offset + p.nbytes}) hold group {p.group}"
 
 
@@ -122,7 +124,7 @@ def annotate_backward(bw: fx.GraphModule, saved: SavedSet, plan: ArenaPlan) -> N
             ph.meta[SLOT_META] = "read from slot: a view of a staged input"
         elif p.write is Write.OFFLOAD:
             g = saved.groups[t.group]
-            ph.meta[SLOT_META] = (f"reloaded from the host arena before backward: group "
+            ph.meta[SLOT_META] = (f"in the host arena, reloaded ahead of use: group "
                                   f"{t.group} at host byte "
                                   f"{p.offset + t.storage_offset * t.itemsize - g.byte_start}")
         elif p.write is not Write.NONE:

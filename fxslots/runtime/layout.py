@@ -2,7 +2,7 @@
 
 The plan's sizes and offsets are sympy expressions; ``SymbolBinder`` reads each symbol's value
 from a forward's arguments and ``layout_of`` evaluates the plan once per shape (callers cache).
-``make_views`` builds the tensors, ``reload`` brings offloaded groups back to the device.
+``make_views`` builds the tensors.
 """
 
 from __future__ import annotations
@@ -63,6 +63,10 @@ class SymbolBinder:
 
     def bind(self, args: Sequence[Any]) -> dict[sympy.Symbol, int]:
         return {s: r(args) for s, r in self.read.items()}
+
+    def key(self, args: Sequence[Any]) -> tuple[int, ...]:
+        """The symbols' values, in ``read`` order: what layouts are cached by."""
+        return tuple(r(args) for r in self.read.values())
 
 
 def layout_of(plan: ArenaPlan, env: dict[sympy.Symbol, int]) -> ViewLayout:
@@ -147,45 +151,3 @@ def pack(shapes: Sequence[tuple[torch.dtype, tuple[int, ...], tuple[int, ...]]],
         geometry.append((dtype, offset // item, tuple(shape), tuple(stride)))
         offset += span_elements(shape, stride) * item
     return geometry, offset
-
-
-def _bounds(members: list[torch.Tensor]) -> tuple[int, int]:
-    """First and one-past-last element of the storage that any of ``members`` addresses."""
-    return (min(m.storage_offset() for m in members),
-            max(m.storage_offset() + span_elements(m.shape, m.stride()) for m in members))
-
-
-def offloaded_spans(groups: list[list[int]], args: list[Any]) -> list[tuple[torch.dtype, int]]:
-    """(dtype, elements) of each offloaded group's raw span, as ``reload`` copies it; ``groups``
-    lists the backward arguments of each offloaded group."""
-    spans = []
-    for idx in groups:
-        members = [args[i] for i in idx]
-        lo, hi = _bounds(members)
-        spans.append((members[0].dtype, hi - lo))
-    return spans
-
-
-def reload(groups: list[list[int]], args: list[Any], device: torch.device,
-           empty: Callable[[int, torch.dtype, int], Any]) -> list[Any]:
-    """Backward arguments with each offloaded group copied back to ``device`` in one piece
-    (into ``empty(elements, dtype, group)``), its members rebuilt as views so aliases, strides
-    and offsets survive."""
-    if not groups:
-        return args
-    args = list(args)
-    for g, idx in enumerate(groups):
-        members = [args[i] for i in idx]
-        dtype = members[0].dtype
-        if any(m.dtype != dtype for m in members):  # views of one storage as several dtypes
-            for i, m in zip(idx, members, strict=True):
-                args[i] = torch.empty_strided(m.shape, m.stride(), dtype=m.dtype,
-                                              device=device).copy_(m)
-            continue
-        lo, hi = _bounds(members)
-        dev = empty(hi - lo, dtype, g)
-        dev.copy_(members[0].as_strided((hi - lo,), (1,), lo), non_blocking=True)
-        for i, m in zip(idx, members, strict=True):
-            args[i] = dev.as_strided(m.shape, m.stride(), dev.storage_offset()
-                                     + m.storage_offset() - lo)
-    return args

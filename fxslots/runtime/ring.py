@@ -55,8 +55,10 @@ class Slot:
         return any(o is not None and not o.expired() for o in (self.owner, self.host_owner))
 
     def owns(self, t: torch.Tensor) -> bool:
-        key = _torch.storage_key(t).cdata
-        return any(o is not None and key == o.cdata for o in (self.owner, self.host_owner))
+        return self.holds(_torch.storage_cdata(t))
+
+    def holds(self, cdata: int) -> bool:
+        return any(o is not None and cdata == o.cdata for o in (self.owner, self.host_owner))
 
 
 class SlotRing:
@@ -74,27 +76,10 @@ class SlotRing:
         self._microbatches = itertools.count()
         self._lock = threading.RLock()
         self._listeners: list[weakref.WeakMethod] = []
-        self._anchors: dict[int, weakref.ref] = {}
 
     def subscribe(self, listener: ArenaMoved) -> None:
         """Call ``listener(slot_index)`` whenever that slot's arenas move; held weakly."""
         self._listeners.append(weakref.WeakMethod(listener))
-
-    def anchor(self, obj: Any) -> None:
-        """Free the arenas once ``obj`` (a parameter of the compiled model) and every other
-        anchor have died: Dynamo keeps compiled code (and so this ring) after the model is
-        gone, but nothing can run on the slots of a model that no longer exists."""
-        key = id(obj)
-        if key in self._anchors:
-            return
-        ring = weakref.ref(self)
-
-        def died(_: Any, key: int = key) -> None:
-            r = ring()
-            if r is not None and r._anchors.pop(key, None) is not None and not r._anchors:
-                r.free()
-
-        self._anchors[key] = weakref.ref(obj, died)
 
     def acquire(self, nbytes: int, device: torch.device, variant: str,
                 host_nbytes: int = 0) -> tuple[Slot, Any, Any]:
@@ -181,8 +166,9 @@ class SlotRing:
 
     def find(self, saved: torch.Tensor) -> Slot:
         """The slot whose current forward produced ``saved``."""
+        cdata = _torch.storage_cdata(saved)
         for s in self.slots:
-            if s.owns(saved):
+            if s.holds(cdata):
                 return s
         raise FxslotsError(
             f"fxslots: a backward of {self.name} got saved tensors from no pending slot; their "

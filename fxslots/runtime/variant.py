@@ -7,6 +7,7 @@ both to its executor, which runs (or replays) the graph. Executors never reach b
 from __future__ import annotations
 
 import enum
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
@@ -14,7 +15,7 @@ import torch
 
 from .. import _torch
 from ..schemas import ArenaPlan
-from .layout import SymbolBinder, ViewLayout, layout_of, reload, slot_views
+from .layout import SymbolBinder, ViewLayout, layout_of, slot_views
 from .region import Region
 from .ring import Slot, SlotRing
 
@@ -30,7 +31,19 @@ class Executor(Protocol):
     def forward(self, variant: "Variant", slot: Slot | None, args: list[Any],
                 layout: ViewLayout | None, aliases: tuple[Any, Any]) -> Any: ...
 
-    def backward(self, variant: "Variant", slot: Slot | None, args: list[Any]) -> Any: ...
+    def backward(self, variant: "Variant", slot: Slot | None, args: list[Any],
+                 grads: list[torch.Tensor] | None) -> Any:
+        """``grads``: the ``.grad`` buffers to add into (``variant.accumulate``'s graph), or
+        None to return every gradient (the plain backward graph)."""
+
+
+@dataclass(frozen=True)
+class Accumulate:
+    """How a variant adds parameter gradients into their ``.grad`` buffers in its backward."""
+
+    indices: tuple[int, ...]  # forward arguments (= backward outputs) that are parameters
+    graph: Callable[..., Any]  # the backward graph that takes their buffers, last
+    kernel: Callable[..., Any] | None = None  # Inductor's code for it (kernels="inductor")
 
 
 @dataclass
@@ -47,17 +60,20 @@ class Variant:
     anchor_index: int | None = None  # a parameter among the forward's arguments
     backward_graph: Callable[..., Any] | None = None
     saved_arg_index: int | None = None  # a backward argument that is a slot view
-    offloaded_args: list[list[int]] = field(default_factory=list)  # per offloaded group
+    accumulate: Accumulate | None = None
     layouts: dict[tuple, ViewLayout] = field(default_factory=dict)
+    _params: dict[int, tuple] = field(default_factory=dict)  # per slot: its forward's params
     # kernels="inductor": Inductor's compiled graphs; the GraphModules above stay for analysis,
     # printing, and as what runs when Inductor could not compile one.
     forward_kernel: Callable[..., Any] | None = None
     backward_kernel: Callable[..., Any] | None = None
 
-    def runner(self, direction: Direction) -> Callable[..., Any]:
-        """What runs the graph of ``direction``: Inductor's code, else the GraphModule."""
+    def runner(self, direction: Direction, accumulate: bool = False) -> Callable[..., Any]:
+        """What runs a graph: Inductor's code for it when there is, else its GraphModule."""
         if direction is Direction.FORWARD:
             return self.forward_kernel or self.forward_graph
+        if accumulate:
+            return self.accumulate.kernel or self.accumulate.graph
         return self.backward_kernel or self.backward_graph
 
     @property
@@ -65,22 +81,23 @@ class Variant:
         return self.region.ring
 
     def layout(self, args: list[Any]) -> ViewLayout:
-        env = self.binder.bind(args)
-        key = tuple(env.values())
+        key = self.binder.key(args) if self.binder.read else ()
         lay = self.layouts.get(key)
         if lay is None:
-            lay = self.layouts[key] = layout_of(self.plan, env)
+            lay = self.layouts[key] = layout_of(self.plan, self.binder.bind(args))
         return lay
 
     def forward(self, args: list[Any]) -> Any:
         if self.anchor_index is not None:
-            self.ring.anchor(args[self.anchor_index])
+            self.region.anchor(args[self.anchor_index])
         if not self.plan.views and not self.plan.staging:  # nothing to save, nothing to stage
             return self.executor.forward(self, None, args, None, (None, None))
         lay = self.layout(args)
         slot, alias, host_alias = self.ring.acquire(lay.nbytes, self.device, self.name,
                                                     lay.host_nbytes)
         slot.layout = lay
+        if self.accumulate is not None:  # weakly: a dropped microbatch must not keep a model
+            self._params[slot.index] = tuple(weakref.ref(args[i]) for i in self.accumulate.indices)
         try:
             out = self.executor.forward(self, slot, args, lay, (alias, host_alias))
             del alias, host_alias
@@ -94,10 +111,26 @@ class Variant:
         if self.saved_arg_index is not None:
             slot = self.ring.find(args[self.saved_arg_index])
         try:
-            return self.executor.backward(self, slot, args)
+            return self.executor.backward(self, slot, args, self._grad_buffers(slot))
         finally:
             if slot is not None and not _torch.keep_graph():
                 self.ring.release(slot)
+
+
+    def _grad_buffers(self, slot: Slot | None) -> list[torch.Tensor] | None:
+        """The ``.grad`` buffers this backward can add into itself, or None when autograd must
+        do it: a buffer is missing or of another layout, a hook watches a parameter, or this
+        backward records a graph (create_graph=True)."""
+        if self.accumulate is None or slot is None or torch.is_grad_enabled():
+            return None
+        grads = []
+        for ref in self._params.get(slot.index, ()):
+            p = ref()
+            g = None if p is None else p.grad
+            if g is None or not _torch.accumulates_in_place(p, g):
+                return None
+            grads.append(g)
+        return grads or None
 
 
 class EagerExecutor:
@@ -108,11 +141,11 @@ class EagerExecutor:
         views = [] if layout is None else slot_views(layout, aliases, variant.device)
         return variant.runner(Direction.FORWARD)(*args, *views)
 
-    def backward(self, variant: Variant, slot: Slot | None, args: list[Any]) -> Any:
-        device = variant.device
-        return variant.runner(Direction.BACKWARD)(*reload(
-            variant.offloaded_args, args, device,
-            lambda n, dtype, g: torch.empty(n, dtype=dtype, device=device)))
+    def backward(self, variant: Variant, slot: Slot | None, args: list[Any],
+                 grads: list[torch.Tensor] | None) -> Any:
+        if grads is None:
+            return variant.runner(Direction.BACKWARD)(*args)
+        return variant.runner(Direction.BACKWARD, True)(*args, *grads)
 
 
 def boxed(fn: Callable[[list[Any]], Any]) -> Callable[[list[Any]], Any]:

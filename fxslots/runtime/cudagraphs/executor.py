@@ -24,12 +24,11 @@ from ... import _torch, state
 from ...errors import CaptureError
 from ...options import Options
 from ...passes.collect import mutated_placeholders
-from ..layout import geometry_of, make_views, offloaded_spans, pack, reload, slot_views
+from ..layout import geometry_of, make_views, pack, slot_views
 from ..ring import Slot
 from ..variant import Direction, Variant
 from .outputs import Captured, OutKind, describe_outputs
 from .pool import CaptureFailed, CudaCapturer
-from .staging import StagingBuffer
 
 log = logging.getLogger(__name__)
 
@@ -43,17 +42,19 @@ class CaptureKey:
     generation: int  # of the slot's arenas
     staging: int  # generation of the staging buffer (backward only)
     shape: tuple  # the symbol values, and for backward the tangents' shapes
+    accumulate: bool = False  # the backward that adds into .grad buffers itself
 
 
 class GraphExecutor:
     """Replays captured CUDA graphs for one variant; captures on first use of each key."""
 
-    def __init__(self, variant: Variant, options: Options, staging: StagingBuffer):
+    def __init__(self, variant: Variant, options: Options):
         self.options = options
-        self.staging = staging
+        self.staging = variant.region.staging
+        self.outputs = variant.region.outputs
         self.capturer = CudaCapturer(variant.device)
         self.graphs: dict[CaptureKey, Captured] = {}
-        self.warm: set[Direction] = set()
+        self.warm: set[tuple[Direction, bool]] = set()  # graphs run once uncaptured
         self.uncaptured: set[CaptureKey] = set()
         placeholders = list(variant.forward_graph.graph.find_nodes(op="placeholder"))
         names = [p.name for p in placeholders]
@@ -61,18 +62,25 @@ class GraphExecutor:
         mutated = mutated_placeholders(variant.forward_graph)
         self._mutated = {i for i, p in enumerate(placeholders) if p in mutated}
         self._tangents: list[int] | None = None
-        self._packed: dict[tuple, tuple[list, int]] = {}  # staging layouts by tangent shapes
+        # Views of the staging buffer by (its generation, the staged shapes): built once.
+        self._staging_views: dict[tuple, list[torch.Tensor]] = {}
         variant.ring.subscribe(self.slot_moved)
-        staging.subscribe(self.staging_moved)
+        self.staging.subscribe(self.staging_moved)
 
     def slot_moved(self, slot: int) -> None:
         """Its arenas moved: every graph of that slot points at freed memory."""
-        for k in [k for k in self.graphs if k.slot == slot]:
-            del self.graphs[k]
+        self._drop(lambda k: k.slot == slot)
 
     def staging_moved(self) -> None:
-        for k in [k for k in self.graphs if k.direction is Direction.BACKWARD]:
-            del self.graphs[k]
+        self._staging_views = {}
+        self._drop(lambda k: k.direction is Direction.BACKWARD)
+
+    def _drop(self, stale) -> None:
+        # Rebuilt, not deleted from in place: freeing a graph can run finalizers (a model's
+        # last parameter dying frees its region) that drop graphs here too.
+        keep = {k: v for k, v in self.graphs.items() if not stale(k)}
+        self.graphs, old = keep, self.graphs
+        del old
 
     def forward(self, variant: Variant, slot: Slot | None, args: list[Any], layout,
                 aliases: tuple[Any, Any]) -> Any:
@@ -93,19 +101,21 @@ class GraphExecutor:
         _write_back(args, [(i, gargs[i]) for i in self._staged if i in self._mutated])
         return out
 
-    def backward(self, variant: Variant, slot: Slot | None, args: list[Any]) -> Any:
+    def backward(self, variant: Variant, slot: Slot | None, args: list[Any],
+                 grads: list[torch.Tensor] | None) -> Any:
         if slot is None:
             return variant.runner(Direction.BACKWARD)(*args)
         if self._tangents is None:
             self._tangents = _torch.tangent_indices(variant.backward_graph)
         tangents = [i for i in self._tangents if isinstance(args[i], torch.Tensor)]
-        gargs = self._stage_backward(variant, args, tangents)
+        gargs = self._stage_backward(variant, args, tangents) + (grads or [])
         key = CaptureKey(Direction.BACKWARD, slot.index, slot.generation,
                          self.staging.generation,
-                         (slot.layout.key, tuple(tuple(args[i].shape) for i in tangents)))
+                         (slot.layout.key, tuple(tuple(args[i].shape) for i in tangents)),
+                         grads is not None)
         cap = self.graphs.get(key)
         if cap is not None and self._replay(cap, gargs, slot):
-            return cap.results((None, None), variant.device)
+            return cap.results((None, None), variant.device, self.outputs)
         return self._first_runs(variant, slot, key, gargs, (), len(gargs), (None, None))
 
     def _replay(self, cap: Captured, args: list[Any], slot: Slot) -> bool:
@@ -123,34 +133,34 @@ class GraphExecutor:
         return True
 
     def _stage_backward(self, variant: Variant, args: list[Any], tangents: list[int]):
-        """Backward arguments with tangents and reloaded (offloaded) groups copied into the
-        staging buffer, at addresses that stay put from replay to replay."""
-        spans = offloaded_spans(variant.offloaded_args, args)
+        """Backward arguments with the tangents copied into the staging buffer, at addresses
+        that stay put from replay to replay."""
         shapes = tuple((args[i].dtype, tuple(args[i].shape), args[i].stride()) for i in tangents)
-        shapes += tuple((dtype, (n,), (1,)) for dtype, n in spans)
-        packed = self._packed.get(shapes)
-        if packed is None:
-            packed = self._packed[shapes] = pack(shapes, self.options.alignment)
-        views = self.staging.views(*packed, variant.device)
+        views = self._staging_views.get((self.staging.generation, shapes))
+        if views is None:
+            packed = pack(shapes, self.options.alignment)
+            views = self.staging.views(*packed, variant.device)
+            self._staging_views[(self.staging.generation, shapes)] = views
         gargs = list(args)
-        for i, view in zip(tangents, views[:len(tangents)], strict=True):
-            view.copy_(args[i])
+        _torch.foreach_copy_(views, [args[i] for i in tangents])
+        for i, view in zip(tangents, views, strict=True):
             gargs[i] = view
-        flats = views[len(tangents):]
-        return reload(variant.offloaded_args, gargs, variant.device, lambda n, dtype, g: flats[g])
+        return gargs
 
     def _first_runs(self, variant, slot, key, gargs, stage, nargs, aliases) -> Any:
         """Warm up (once per direction), else capture and replay; or run uncaptured."""
-        gm = variant.runner(key.direction)
-        if key.direction not in self.warm or key in self.uncaptured:
-            # Lazy initialisation (cuBLAS handles, autotuning) must not land in a capture.
-            self.warm.add(key.direction)
+        gm = variant.runner(key.direction, key.accumulate)
+        if (key.direction, key.accumulate) not in self.warm or key in self.uncaptured:
+            # Lazy initialisation (cuBLAS handles, autotuning; Inductor's kernels tune at their
+            # first launch, so each graph warms up once) must not land in a capture.
+            self.warm.add((key.direction, key.accumulate))
             return gm(*gargs)
         cap = self._capture(variant, slot, key, gm, gargs, stage, nargs)
         if cap is None:
             return gm(*gargs)
         cap.graph.replay()
-        return cap.results(aliases, variant.device)
+        forward = key.direction is Direction.FORWARD
+        return cap.results(aliases, variant.device, None if forward else self.outputs)
 
     def _capture(self, variant, slot, key, gm, gargs, stage, nargs) -> Captured | None:
         try:
@@ -161,6 +171,11 @@ class GraphExecutor:
         state.counters["captures"] += 1
         log.info("%s: captured %s graph for slot %d (%d captures in all)", variant.name,
                  key.direction.value, slot.index, state.counters["captures"])
+        if not state.preparing and not variant.region.noted_capture:
+            variant.region.noted_capture = True
+            log.warning("fxslots: %s captured a CUDA graph for a shape or slot it had not seen "
+                        "(%s) while training; fxslots.prepare(model, examples) captures every "
+                        "shape up front", variant.name, key.direction.value)
         cap = self._describe(graph, outs, key, slot, gargs, stage, nargs)
         del outs  # pool outputs die here; their bytes may serve later captures as scratch
         self.graphs[key] = cap

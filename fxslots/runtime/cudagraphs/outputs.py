@@ -50,17 +50,18 @@ class Captured:
                                           16)
         self._by_kind[OutKind.POOL] = (pool, view_runs(geometry))
 
-    def results(self, aliases: tuple[Any, Any], device: torch.device) -> list[Any]:
-        """The outputs of the replay just made, as the caller may keep them."""
+    def results(self, aliases: tuple[Any, Any], device: torch.device,
+                out: Any = None) -> list[Any]:
+        """The outputs of the replay just made, as the caller may keep them; pool outputs are
+        copied into ``out`` (an OutputBuffer), or into fresh memory when it is None."""
         result = [o.value for o in self.outs]
         pool, runs = self._by_kind[OutKind.POOL]
-        if len(pool) == 1:
-            result[pool[0]] = self.outs[pool[0]].value.clone()
-        elif pool:
-            # One allocation and one multi-tensor copy for all outputs (gradients, mostly),
+        if pool:
+            # One buffer and one multi-tensor copy for all outputs (gradients, mostly),
             # instead of a clone each: the caller owns them, the pool bytes are free again.
-            buf = torch.empty(max(self.pool_nbytes, 1), dtype=torch.uint8, device=device)
-            copies = make_views(buf.untyped_storage(), device, None, runs)
+            storage = (out.alias(self.pool_nbytes, device) if out is not None else torch.empty(
+                max(self.pool_nbytes, 1), dtype=torch.uint8, device=device).untyped_storage())
+            copies = make_views(storage, device, None, runs)
             _torch.foreach_copy_(copies, [self.outs[j].value for j in pool])
             for j, c in zip(pool, copies, strict=True):
                 result[j] = c

@@ -1,4 +1,5 @@
-"""The device buffer where backward replays stage their inputs."""
+"""Device buffers a region's backward replays share: where they stage their inputs, and where
+they copy the gradients they hand out."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Callable
 
 import torch
 
+from ... import _torch
 from ..layout import Geometry, make_views
 
 
@@ -40,3 +42,35 @@ class StagingBuffer:
         self._listeners = [w for w in self._listeners if w() is not None]
         for w in self._listeners:
             w()()
+
+
+class OutputBuffer:
+    """Device bytes where a region's backward replays copy the gradients they hand out.
+
+    Reused once nothing holds the last ones (a training loop drops them at
+    ``zero_grad(set_to_none=True)``), so the ``.grad`` buffers autograd adopts keep their
+    addresses from step to step, and a backward that adds into them (captured with those
+    addresses) replays instead of capturing again. Handed out as views of a fresh alias, whose
+    weak reference tells when the last one died; a buffer still held when the next backward
+    comes is retired (kept alive until its views die) and a new one made.
+    """
+
+    def __init__(self) -> None:
+        self.tensor: torch.Tensor | None = None
+        self._owner = None
+        self._retired: list[tuple[torch.Tensor, object]] = []
+
+    def alias(self, nbytes: int, device: torch.device):
+        self._retired = [(t, o) for t, o in self._retired if not o.expired()]
+        if self._owner is not None and not self._owner.expired():
+            self._retired.append((self.tensor, self._owner))
+            self.tensor = None
+        if self.tensor is None or self.tensor.numel() < nbytes or self.tensor.device != device:
+            self.tensor = torch.empty(max(nbytes, 1), dtype=torch.uint8, device=device)
+        alias = _torch.storage_alias(self.tensor.data_ptr(), device, max(nbytes, 1))
+        self._owner = _torch.StorageWeakRef(alias)
+        return alias
+
+    def free(self) -> None:
+        if self._owner is None or self._owner.expired():
+            self.tensor = None

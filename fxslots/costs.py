@@ -1,0 +1,115 @@
+"""A rough time for each node of a graph, and the device figures it is computed from.
+
+Offloading needs to know how long compute runs between two points of a graph, to hide copies
+under it. A node takes the larger of its arithmetic time (FLOPs from PyTorch's flop counter
+over the peak rate) and its memory time (bytes read and written over the memory bandwidth);
+views cost nothing. Coarse, but the ratios between nodes are what placement uses.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.fx as fx
+from torch.utils.flop_counter import flop_registry
+
+from . import _torch
+
+_LINK: dict[int, float] = {}  # measured host-link bytes/s per CUDA device
+
+
+@dataclass(frozen=True)
+class DeviceCaps:
+    """Peak rates of one device, in per-second units."""
+
+    flops_16: float  # bf16/fp16 matrix FLOP/s
+    flops_32: float  # fp32 FLOP/s
+    hbm: float  # device memory bytes/s
+    link: float  # host <-> device bytes/s, each way, pinned
+
+    def transfer_seconds(self, nbytes: int) -> float:
+        return nbytes / self.link
+
+
+def caps_for(device: torch.device, link: float | None = None) -> DeviceCaps:
+    """H200-class figures on CUDA (measured by the project: 788 TFLOP/s bf16 matrix products,
+    4.3 TB/s copies) with the host link measured once per device, unless ``link`` is given;
+    nominal figures on CPU, where offloading is a plain copy."""
+    if device.type != "cuda":
+        return DeviceCaps(1e11, 5e10, 2e10, link or 1e10)
+    return DeviceCaps(7.0e14, 5.0e13, 4.0e12, link or measured_link(device))
+
+
+def measured_link(device: torch.device) -> float:
+    """Pinned host -> device bytes/s, timed once per device with a 64 MiB copy."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _LINK:
+        n = 64 * 2**20
+        host = torch.empty(n, dtype=torch.uint8, pin_memory=True)
+        dev = torch.empty(n, dtype=torch.uint8, device=f"cuda:{index}")
+        dev.copy_(host, non_blocking=True)  # first touch
+        torch.cuda.synchronize(index)
+        t0 = time.perf_counter()
+        for _ in range(3):
+            dev.copy_(host, non_blocking=True)
+        torch.cuda.synchronize(index)
+        _LINK[index] = 3 * n / (time.perf_counter() - t0)
+    return _LINK[index]
+
+
+def node_seconds(node: fx.Node, caps: DeviceCaps) -> float:
+    if node.op != "call_function" or _torch.returns_view(node.target):
+        return 0.0
+    val = node.meta.get("val")
+    out = [v for v in (val if isinstance(val, (list, tuple)) else [val])
+           if isinstance(v, torch.Tensor)]
+    ins = [a.meta.get("val") for a in node.all_input_nodes]
+    nbytes = sum(_nbytes(t) for t in ins + out if isinstance(t, torch.Tensor))
+    flops = _flops(node)
+    dtype = out[0].dtype if out else torch.float32
+    rate = caps.flops_16 if dtype in (torch.bfloat16, torch.float16) else caps.flops_32
+    return max(flops / rate, nbytes / caps.hbm)
+
+
+def graph_seconds(gm: fx.GraphModule, caps: DeviceCaps) -> list[tuple[fx.Node, float]]:
+    """Each node with its estimated time, in graph order."""
+    return [(n, node_seconds(n, caps)) for n in gm.graph.nodes]
+
+
+def value_bytes(node: fx.Node) -> int:
+    """Bytes of a node's tensor value at its shape hints (0 when it is no tensor)."""
+    v = node.meta.get("val")
+    return _nbytes(v) if isinstance(v, torch.Tensor) else 0
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    n = t.element_size()
+    for s in t.shape:
+        n *= _torch.size_hint(s)
+    return n
+
+
+def _flops(node: fx.Node) -> float:
+    packet = getattr(node.target, "overloadpacket", None)
+    formula = flop_registry.get(packet)
+    if formula is None:
+        return 0.0
+    try:
+        args = [_meta(a) for a in node.args]
+        kwargs = {k: _meta(v) for k, v in node.kwargs.items() if k != "out"}
+        return float(formula(*args, **kwargs, out_val=_meta(node)))
+    except Exception:  # noqa: BLE001 - an estimate: an op the formula cannot read costs bytes only
+        return 0.0
+
+
+def _meta(x: Any) -> Any:
+    """A meta tensor with the (hinted) shape of a node's value; other arguments as they are."""
+    v = x.meta.get("val") if isinstance(x, fx.Node) else x
+    if isinstance(v, torch.Tensor):
+        return torch.empty([_torch.size_hint(s) for s in v.shape], dtype=v.dtype, device="meta")
+    if isinstance(v, (list, tuple)):
+        return type(v)(_meta(e) for e in v)
+    return _torch.size_hint(v) if isinstance(v, torch.SymInt) else v

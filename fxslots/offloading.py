@@ -1,0 +1,155 @@
+"""Offload policies: which saved groups go to the slot's pinned host arena, each with its reason.
+
+A policy takes the saved set, its argument and the cost context, and returns
+``{group id: (offloaded?, why)}`` for every group it could offload. ``options={"offload": ...}``
+selects one: "none", "all", "above:<bytes>", "auto", an int (a budget of device bytes per
+slot), or a callable over a ``SavedTensor`` (offload a group when it is true for a member).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import sympy
+import torch.fx as fx
+
+from .costs import DeviceCaps, graph_seconds
+from .passes.plan import copied_whole
+from .schemas import SavedSet, Source
+
+Decisions = dict[int, tuple[bool, str]]
+
+
+@dataclass(frozen=True)
+class OffloadContext:
+    """What a policy may weigh: device rates and, per group, when the forward produces it."""
+
+    caps: DeviceCaps
+    forward_seconds: float
+    backward_seconds: float
+    produced_at: dict[int, float]  # group -> estimated forward time when its producer ends
+
+    @classmethod
+    def of(cls, saved: SavedSet, fw: fx.GraphModule, bw: fx.GraphModule,
+           caps: DeviceCaps) -> "OffloadContext":
+        t, produced = 0.0, {}
+        owner = {name: g.id for g in saved.groups
+                 for name in (*g.members, *([g.root.name] if g.root else []))}
+        for n, s in graph_seconds(fw, caps):
+            t += s
+            if n.name in owner:
+                produced.setdefault(owner[n.name], t)
+        back = sum(s for _, s in graph_seconds(bw, caps))
+        return cls(caps, t, back, produced)
+
+
+def offloadable(saved: SavedSet) -> list:
+    """Groups that may be offloaded: slotted, of one dtype (reloaded as one span), and moved
+    by one dense copy (see ``copied_whole``)."""
+    out = []
+    for g in saved.groups:
+        members = [saved.tensor(m) for m in g.members]
+        if (g.source is Source.INTERMEDIATE and len({m.dtype for m in members}) == 1
+                and copied_whole(g, members)):
+            out.append(g)
+    return out
+
+
+def group_bytes(saved: SavedSet, nbytes: sympy.Expr, largest: bool = False) -> int:
+    """Bytes at the smallest shape the symbols allow (the safe side for a threshold), or at
+    the largest bounded one (the safe side for a budget)."""
+    env = {s: sympy.Integer(hi if largest and hi is not None else max(lo, 2))
+           for s, (lo, hi) in saved.symbol_ranges.items()}
+    return int(nbytes.xreplace(env)) if nbytes.free_symbols <= set(env) else 0
+
+
+def _mib(n: int) -> str:
+    return f"{n} B" if n < 2**20 else f"{n / 2**20:.2f} MiB"
+
+
+def offload_none(saved: SavedSet, arg: Any, ctx: OffloadContext) -> Decisions:
+    return {}
+
+
+def offload_all(saved: SavedSet, arg: Any, ctx: OffloadContext) -> Decisions:
+    return {g.id: (True, "offload='all'") for g in offloadable(saved)}
+
+
+def offload_above(saved: SavedSet, arg: Any, ctx: OffloadContext) -> Decisions:
+    out = {}
+    for g in offloadable(saved):
+        n = group_bytes(saved, g.nbytes)
+        out[g.id] = (n >= arg, f"{_mib(n)} {'>=' if n >= arg else '<'} {arg} B (above:{arg})")
+    return out
+
+
+def offload_budget(saved: SavedSet, arg: Any, ctx: OffloadContext) -> Decisions:
+    """Offload the largest groups until the device saved bytes per slot fit ``arg``."""
+    sizes = {g.id: group_bytes(saved, g.nbytes, largest=True) for g in saved.groups
+             if g.source is Source.INTERMEDIATE}
+    device = sum(sizes.values())
+    out = {}
+    for g in sorted(offloadable(saved), key=lambda g: -sizes[g.id]):
+        if device > arg:
+            device -= sizes[g.id]
+            out[g.id] = (True, f"budget {_mib(arg)}: {_mib(sizes[g.id])}, one of the largest")
+        else:
+            out[g.id] = (False, f"budget {_mib(arg)}: the rest fits ({_mib(device)})")
+    return out
+
+
+def offload_auto(saved: SavedSet, arg: Any, ctx: OffloadContext) -> Decisions:
+    """What the link carries under compute: copies queue on one stream in the order the
+    forward produces them; a group goes when its copy ends before the forward does and the
+    reloads of all chosen groups fit in the backward's compute time."""
+    link, free, moved, out = ctx.caps.link, 0.0, 0, {}
+    room = ctx.backward_seconds * link
+    for g in sorted(offloadable(saved), key=lambda g: ctx.produced_at.get(g.id, 0.0)):
+        n = group_bytes(saved, g.nbytes)
+        start = max(free, ctx.produced_at.get(g.id, 0.0))
+        end = start + n / link
+        what = f"{_mib(n)}, {n / link * 1e3:.3f} ms at {link / 1e9:.0f} GB/s"
+        if end <= ctx.forward_seconds and moved + n <= room:
+            free, moved = end, moved + n
+            out[g.id] = (True, f"auto: {what}, copied by {end * 1e3:.3f} ms of a "
+                               f"{ctx.forward_seconds * 1e3:.3f} ms forward")
+        else:
+            out[g.id] = (False, f"auto: {what} would not hide under compute")
+    return out
+
+
+def offload_if(predicate: Callable[[Any], bool]):
+    def policy(saved: SavedSet, arg: Any, ctx: OffloadContext) -> Decisions:
+        return {g.id: (any(predicate(saved.tensor(m)) for m in g.members),
+                       f"predicate {getattr(predicate, '__name__', predicate)}")
+                for g in offloadable(saved)}
+    return policy
+
+
+OFFLOAD: dict[str, Callable[[SavedSet, Any, OffloadContext], Decisions]] = {
+    "none": offload_none,
+    "all": offload_all,
+    "above": offload_above,  # "above:1048576"
+    "auto": offload_auto,
+}
+
+
+def parse_offload(spec: Any) -> tuple[Callable, Any]:
+    """The policy and its argument for an ``offload`` option; ValueError names the forms."""
+    if callable(spec):
+        return offload_if(spec), None
+    if isinstance(spec, int) and not isinstance(spec, bool) and spec >= 0:
+        return offload_budget, spec
+    name, _, arg = spec.partition(":") if isinstance(spec, str) else ("", "", "")
+    if name not in OFFLOAD or (name == "above") != bool(arg) or (arg and not arg.isdigit()):
+        raise ValueError(
+            "fxslots option 'offload' must be 'none', 'all', 'auto', 'above:<bytes>', a budget "
+            f"of device bytes per slot (an int >= 0) or a predicate over a saved tensor, got "
+            f"{spec!r}")
+    return OFFLOAD[name], int(arg) if arg else None
+
+
+def choose_offload(spec: Any, saved: SavedSet, ctx: OffloadContext) -> Decisions:
+    policy, arg = parse_offload(spec)
+    return policy(saved, arg, ctx)

@@ -1,0 +1,42 @@
+"""Accumulate: a backward graph that adds parameter gradients into the ``.grad`` buffers itself.
+
+With persistent ``.grad`` buffers (gradient accumulation, ``zero_grad(set_to_none=False)``),
+autograd adds every returned gradient into its buffer with one launch per parameter, outside any
+captured graph. This pass makes a copy of the backward graph that takes those buffers as extra
+placeholders (appended last, in ``outputs`` order), adds into them with one multi-tensor
+``_foreach_add_``, and returns None in their place, so autograd has nothing left to do.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.fx as fx
+
+from .rewrite import SLOT_META
+
+aten = torch.ops.aten
+
+
+def accumulate_grads(bw: fx.GraphModule, outputs: list[int]) -> fx.GraphModule:
+    """A new backward graph that adds its outputs at ``outputs`` into buffers passed last."""
+    gm = fx.GraphModule(bw, copy.deepcopy(bw.graph))
+    graph = gm.graph
+    output = next(iter(graph.find_nodes(op="output")))
+    outs = list(output.args[0])
+    last = list(graph.find_nodes(op="placeholder"))[-1]
+    with graph.inserting_before(last.next):
+        buffers = [graph.placeholder(f"grad_{i}") for i in outputs]
+    for b, i in zip(buffers, outputs, strict=True):
+        b.meta["val"] = outs[i].meta.get("val")
+        b.meta[SLOT_META] = f"the .grad buffer of output {i}, added into in the graph"
+    with graph.inserting_before(output):
+        add = graph.call_function(aten._foreach_add_.List, ([*buffers], [outs[i] for i in outputs]))
+    add.meta[SLOT_META] = f"accumulates {len(outputs)} gradients into their .grad buffers"
+    for i in outputs:
+        outs[i] = None
+    output.args = (tuple(outs),)
+    graph.lint()
+    gm.recompile()
+    return gm

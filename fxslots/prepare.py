@@ -1,0 +1,123 @@
+"""``fxslots.prepare``: compile and capture every shape variant before training starts."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
+
+import torch
+
+from . import state
+from .errors import FxslotsError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What ``prepare`` did: the variants it ran, the graphs it captured, the arena bytes."""
+
+    examples: int
+    compiles: int
+    captures: int
+    arena_bytes: tuple[int, ...]  # per slot, over every region
+    seconds: float
+
+    def __str__(self) -> str:
+        return (f"fxslots.prepare: {self.examples} examples, {self.compiles} compiles, "
+                f"{self.captures} CUDA graph captures, arenas {list(self.arena_bytes)} bytes "
+                f"per slot, {self.seconds:.2f} s")
+
+
+def prepare(model: Any, examples: Sequence[Any], *, slots: int = 1) -> Prepared:
+    """Run ``model`` (compiled with ``backend="fxslots"``) forward and backward on every example
+    (a tuple of arguments, or one tensor), ``slots`` microbatches in flight, twice: the first
+    pass compiles, sizes the arenas (largest example first, so they grow once) and warms up,
+    the second captures every (shape, slot) the first could not. Gradients, buffers and random
+    number generators are put back as they were: training starts where it would have.
+
+    Afterwards a capture during training is a shape ``examples`` did not cover (logged once).
+    """
+    if not examples:
+        raise FxslotsError("fxslots.prepare got no examples; pass one argument tuple per shape "
+                           "variant the training will see")
+    calls = [e if isinstance(e, (tuple, list)) else (e,) for e in examples]
+    calls.sort(key=lambda args: -sum(a.numel() for a in args if isinstance(a, torch.Tensor)))
+    compiles, captures, t0 = state.counters["compiles"], state.counters["captures"], \
+        time.perf_counter()
+    module = _module_of(model)
+    with _restored(module), _preparing():
+        for _ in range(2):
+            for args in calls:
+                for first in range(slots):
+                    _in_flight(model, module, args, slots, first)
+    if any(a.is_cuda for args in calls for a in args if isinstance(a, torch.Tensor)):
+        torch.cuda.synchronize()
+    report = Prepared(len(calls), state.counters["compiles"] - compiles,
+                      state.counters["captures"] - captures,
+                      tuple(s.nbytes for r in state.regions.values() for s in r.ring.slots),
+                      time.perf_counter() - t0)
+    log.info("%s", report)
+    return report
+
+
+def _in_flight(model: Any, module: torch.nn.Module | None, args: Sequence[Any], slots: int,
+               first: int) -> None:
+    """``slots`` forwards, then their backwards, ``first`` first: every slot runs this shape
+    forward, and the slot ``first`` runs the backward that returns gradients (no ``.grad``
+    yet); the others run the one that adds into ``.grad``."""
+    if module is not None:
+        module.zero_grad(set_to_none=True)
+    outs = [model(*args) for _ in range(slots)]
+    outs.insert(0, outs.pop(first))
+    for out in outs:
+        leaves = [o for o in _tensors(out) if o.requires_grad]
+        if leaves:
+            torch.autograd.backward([o.float().sum() for o in leaves])
+
+
+def _tensors(x: Any) -> list[torch.Tensor]:
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (list, tuple)):
+        return [t for e in x for t in _tensors(e)]
+    if isinstance(x, dict):
+        return [t for e in x.values() for t in _tensors(e)]
+    return []
+
+
+def _module_of(model: Any) -> torch.nn.Module | None:
+    inner = getattr(model, "_orig_mod", model)
+    return inner if isinstance(inner, torch.nn.Module) else None
+
+
+@contextlib.contextmanager
+def _restored(module: torch.nn.Module | None) -> Iterator[None]:
+    """Gradients, buffers and RNG states as they were before the block."""
+    params = list(module.parameters()) if module is not None else []
+    grads = [p.grad for p in params]
+    buffers = [(b, b.detach().clone()) for b in (module.buffers() if module is not None else ())]
+    for p in params:
+        p.grad = None
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+    with torch.random.fork_rng(devices=devices):
+        try:
+            yield
+        finally:
+            for p, g in zip(params, grads, strict=True):
+                p.grad = g
+            with torch.no_grad():
+                for b, saved in buffers:
+                    b.copy_(saved)
+
+
+@contextlib.contextmanager
+def _preparing() -> Iterator[None]:
+    state.preparing += 1
+    try:
+        yield
+    finally:
+        state.preparing -= 1

@@ -1,0 +1,117 @@
+"""Gradient accumulation inside the backward graph (issue 12): with persistent ``.grad``
+buffers the backward adds into them itself, one multi-tensor add, and autograd has nothing left
+to do; anything autograd must see (hooks, create_graph, a buffer of another layout) takes the
+plain backward. Bitwise against eager, under the eager executor and the CUDA-graph executor's
+CPU stand-in."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import pytest
+import torch
+
+import fxslots
+from examples.models import MLP
+from tests.test_graph_executor_cpu import _StandInGraph, stand_in_graphs  # noqa: F401
+
+
+def _variant():
+    (region,) = fxslots.regions()
+    (v,) = region.live_variants()
+    return v
+
+
+def _count_accumulating_runs(v) -> list[int]:
+    calls = [0]
+    graph = v.accumulate.graph
+
+    def counted(*args):
+        calls[0] += 1
+        return graph(*args)
+
+    v.accumulate = dataclasses.replace(v.accumulate, graph=counted)
+    return calls
+
+
+def _train(steps, *, set_to_none, slots=2, hook=False, options=None, replace_grads=False):
+    torch.manual_seed(0)
+    m = MLP()
+    e = copy.deepcopy(m)
+    c = torch.compile(m, backend="fxslots", options={"slots": slots, **(options or {})})
+    if hook:
+        for p in (*m.parameters(), *e.parameters()):
+            p.register_hook(lambda g: g * 2)
+    xs = [torch.randn(4, 16) for _ in range(3)]
+    for _ in range(steps):
+        outs = [c(x) for x in xs[:slots]]  # microbatches in flight
+        for o in outs:
+            o.sum().backward()
+        for x in xs[:slots]:
+            e(x).sum().backward()
+        for x in xs[slots:]:
+            c(x).sum().backward()
+            e(x).sum().backward()
+        for a, b in zip(m.parameters(), e.parameters(), strict=True):
+            assert torch.equal(a.grad, b.grad)
+        if replace_grads:  # an optimizer that reallocates: the same values, new buffers
+            for p in m.parameters():
+                p.grad = p.grad.clone()
+        else:
+            m.zero_grad(set_to_none=set_to_none)
+            e.zero_grad(set_to_none=set_to_none)
+    return m, c
+
+
+@pytest.mark.parametrize("set_to_none", [False, True])
+def test_accumulation_in_the_graph_is_bitwise_eager(set_to_none):
+    m, c = _train(1, set_to_none=set_to_none)
+    calls = _count_accumulating_runs(_variant())
+    grads = [p.grad for p in m.parameters()]
+    c(torch.randn(4, 16)).sum().backward()
+    if set_to_none:
+        assert calls[0] == 0  # no .grad buffer yet: the plain backward returned them
+        c(torch.randn(4, 16)).sum().backward()
+    assert calls[0] == 1
+    if not set_to_none:  # added into the very buffers the user holds
+        assert all(p.grad is g for p, g in zip(m.parameters(), grads, strict=True))
+
+
+def test_hooks_take_the_plain_backward():
+    m, c = _train(2, set_to_none=False, hook=True)  # bitwise eager, hooks applied
+    calls = _count_accumulating_runs(_variant())
+    c(torch.randn(4, 16)).sum().backward()
+    assert calls[0] == 0  # the hook must see every gradient: autograd accumulates
+    for p in m.parameters():
+        p._backward_hooks.clear()
+    c(torch.randn(4, 16)).sum().backward()
+    assert calls[0] == 1
+
+
+def test_autograd_option_turns_it_off():
+    _train(2, set_to_none=False, options={"grad_accumulation": "autograd"})
+    assert _variant().accumulate is None
+
+
+@pytest.mark.parametrize("set_to_none", [False, True])
+def test_under_graph_replays(stand_in_graphs, set_to_none):  # noqa: F811
+    m, c = _train(4, set_to_none=set_to_none)
+    assert fxslots.counters["captures"] > 0 and _StandInGraph.replays > 0
+    captures = fxslots.counters["captures"]
+    addresses = set()
+    for _ in range(3):
+        for x in [torch.randn(4, 16) for _ in range(3)]:
+            c(x).sum().backward()
+        addresses.add(tuple(p.grad.data_ptr() for p in m.parameters()))
+        if set_to_none:
+            m.zero_grad(set_to_none=True)
+    assert fxslots.counters["captures"] == captures, "a loop at steady state captures nothing"
+    # The .grad buffers autograd adopts come back at the same addresses every step.
+    assert len(addresses) == 1
+
+
+def test_replaced_buffers_are_never_written_stale(stand_in_graphs):  # noqa: F811
+    """A buffer the user (or an optimizer) replaced moves the graph's input: the captured
+    backward that added into the old one must not replay."""
+    _train(4, set_to_none=False, replace_grads=True)

@@ -1,0 +1,104 @@
+"""Offload (issue 10): policies, their reasons, and the stream nodes in both graphs. Numerics
+are bitwise against eager on CPU, where the side-stream copies run at once; the GPU half (real
+streams, a delayed side stream) is in tests/test_cuda.py."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+import fxslots
+from examples.llama import SIZES, Llama, batch
+from examples.models import MLP
+from fxslots import streams
+from fxslots.schemas import Write
+
+
+def _train(model, make, options, steps=2, slots=2):
+    torch.manual_seed(0)
+    eager = copy.deepcopy(model)
+    c = torch.compile(model, backend="fxslots", options={"slots": slots, **options})
+    for _ in range(steps):
+        args = [make() for _ in range(slots)]
+        outs = [c(*a) for a in args]
+        for o in outs:
+            o.float().sum().backward()
+        for a in args:
+            eager(*a).float().sum().backward()
+    for a, b in zip(model.parameters(), eager.parameters(), strict=True):
+        assert torch.equal(a.grad, b.grad)
+    return c
+
+
+def _plan(model, args, **options):
+    report = fxslots.explain(model, *args, **options)
+    (g,) = [g for g in report.graphs if g.plan is not None]
+    return g
+
+
+@pytest.mark.parametrize("spec", ["all", "auto", 4096, "above:600",
+                                  lambda t: t.dtype == torch.float32],
+                         ids=["all", "auto", "budget", "above", "predicate"])
+def test_every_policy_trains_bitwise_as_eager(spec):
+    cfg = SIZES["llama-tiny"]
+    _train(Llama(cfg), lambda: batch(cfg, 2, 16), {"offload": spec})
+
+
+def test_budget_bounds_the_device_saved_bytes():
+    cfg = SIZES["llama-tiny"]
+    args = batch(cfg, 2, 16)
+    full = int(_plan(Llama(cfg), args).plan.slot_bytes)
+    fxslots.reset()
+    g = _plan(Llama(cfg), args, offload=full // 2)
+    assert int(g.plan.slot_bytes) <= full // 2 * 1.05
+    assert int(g.plan.offloaded_bytes) > 0
+    assert all("budget" in p.reason for p in g.plan.placements if p.write is Write.OFFLOAD)
+
+
+def test_auto_says_why_for_every_group():
+    cfg = SIZES["llama-tiny"]
+    # A slow link carries nothing under this tiny model's compute; a fast one carries it all.
+    slow = _plan(Llama(cfg), batch(cfg, 2, 16), offload="auto", link_bandwidth=1.0)
+    assert int(slow.plan.offloaded_bytes) == 0
+    assert any("would not hide under compute" in p.reason for p in slow.plan.placements)
+    fxslots.reset()
+    fast = _plan(Llama(cfg), batch(cfg, 2, 16), offload="auto", link_bandwidth=1e18)
+    moved = [p for p in fast.plan.placements if p.write is Write.OFFLOAD]
+    assert moved and all("auto:" in p.reason and "GB/s" in p.reason for p in moved)
+
+
+def test_graphs_copy_on_side_streams_and_join_before_use():
+    g = _plan(MLP(), (torch.randn(4, 16),), offload="all")
+    fw, bw = g.variant.forward_graph.graph, g.variant.backward_graph.graph
+    targets = [n.target for n in fw.nodes]
+    assert targets.count(streams.offload) == targets.count(streams.offload_wait) == 2
+    for wait in fw.find_nodes(op="call_function", target=streams.offload_wait):
+        assert wait.args[1].target is streams.offload  # joins its own copy, later
+    reloads = list(bw.find_nodes(op="call_function", target=streams.reload))
+    assert len(reloads) == 2
+    order = {n: i for i, n in enumerate(bw.nodes)}
+    for r in reloads:
+        (wait,) = r.users
+        (getitem,) = wait.users
+        first_use = min(order[u] for u in getitem.users)
+        assert order[r] < order[wait] < first_use
+        # No placeholder that holds host bytes is read by anything but its reload.
+        for host in r.args[1:]:
+            assert set(host.users) == {r}
+
+
+def test_offloaded_groups_leave_the_device_arena():
+    cfg = SIZES["llama-tiny"]
+    args = batch(cfg, 2, 16)
+    none = _plan(Llama(cfg), args)
+    fxslots.reset()
+    every = _plan(Llama(cfg), args, offload="all")
+    assert int(every.plan.host_capacity) > 0
+    assert int(every.plan.capacity) < int(none.plan.capacity)
+
+
+def test_bad_offload_option_names_the_forms():
+    with pytest.raises(fxslots.OptionsError, match="'auto', 'above:<bytes>', a budget"):
+        fxslots.Options(offload="some")

@@ -1,0 +1,79 @@
+"""``fxslots.prepare``: every shape compiled and captured before training, nothing perturbed."""
+
+from __future__ import annotations
+
+import copy
+import logging
+
+import pytest
+import torch
+from torch import nn
+
+import fxslots
+from tests.helpers import schedule_ffbb
+from tests.test_graph_executor_cpu import _StandInGraph, stand_in_graphs  # noqa: F401
+
+
+class _Net(nn.Module):
+    """Dropout (the RNG) and BatchNorm (buffers): prepare must leave both as they were."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(16, 32), nn.Linear(32, 16)
+        self.norm = nn.BatchNorm1d(32)
+
+    def forward(self, x):
+        h = self.a(x)
+        h = self.norm(h.flatten(0, 1)).view_as(h)
+        return self.b(nn.functional.dropout(torch.tanh(h), 0.1))
+
+
+def _xs():
+    g = torch.Generator().manual_seed(1)
+    return [torch.randn(2, s, 16, generator=g) for s in (4, 8, 12, 16)]
+
+
+def test_after_prepare_training_captures_nothing_and_matches(stand_in_graphs, caplog):  # noqa: F811
+    torch.manual_seed(0)
+    model = _Net()
+    ref = copy.deepcopy(model)
+    c = torch.compile(model, backend="fxslots", options={"slots": 2}, dynamic=True)
+    with caplog.at_level(logging.WARNING, logger="fxslots"):
+        report = fxslots.prepare(c, _xs(), slots=2)
+    assert report.captures > 0 and report.compiles >= 1 and "prepare" in str(report)
+    assert not [r for r in caplog.records if "fxslots.prepare(" in r.getMessage()]
+    assert all(p.grad is None for p in model.parameters())
+    for a, b in zip(model.buffers(), ref.buffers(), strict=True):
+        assert torch.equal(a, b), "prepare changed a buffer"
+    captures, compiles = fxslots.counters["captures"], fxslots.counters["compiles"]
+    torch.manual_seed(5)
+    xs = _xs()
+    sched = schedule_ffbb(2)
+    for i in range(0, 4, 2):
+        outs = [c(x) for x in xs[i:i + 2]]
+        for o in outs:
+            o.sum().backward()
+    assert fxslots.counters["captures"] == captures, "prepare missed a shape or a slot"
+    assert fxslots.counters["compiles"] == compiles
+    torch.manual_seed(5)
+    for i in range(0, 4, 2):
+        outs = [ref(x) for x in xs[i:i + 2]]
+        for o in outs:
+            o.sum().backward()
+    for a, b in zip(model.parameters(), ref.parameters(), strict=True):
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-5, atol=1e-6)
+    assert sched  # the schedule prepare covered: two in flight
+
+
+def test_a_capture_in_training_names_prepare_once(stand_in_graphs, caplog):  # noqa: F811
+    c = torch.compile(nn.Linear(16, 16), backend="fxslots", options={"slots": 1})
+    with caplog.at_level(logging.WARNING, logger="fxslots"):
+        for s in (4, 8, 4, 8, 12):
+            c(torch.randn(s, 16)).sum().backward()
+    lines = [r for r in caplog.records if "fxslots.prepare(model, examples)" in r.getMessage()]
+    assert len(lines) == 1
+
+
+def test_prepare_refuses_no_examples():
+    with pytest.raises(fxslots.FxslotsError, match="no examples"):
+        fxslots.prepare(torch.compile(nn.Linear(4, 4), backend="fxslots"), [])
