@@ -58,20 +58,19 @@ def partition(options: Options, partitioner: Callable[..., Any], joint: fx.Graph
             joint = _torch.inductor_joint_passes(joint)
         except Exception as e:  # noqa: BLE001 - they only optimise (each rewrite leaves a
             # valid graph): partition what they left
-            _inductor_failed("the joint graph's passes", e, options.strict,
-                             "the graph is partitioned without them")
+            _inductor_failed("the joint graph (its joint-graph passes failed)", e,
+                             options.strict, "it is partitioned as they left it")
     return partitioner(joint, joint_inputs, **kwargs)
 
 
 @dataclass(frozen=True)
 class Compiled:
     """What Inductor made of one forward: the callable, the plan as its code writes the slot,
-    a finding per storage group, and the generated code."""
+    and a finding per storage group."""
 
     run: Callable[..., Any]
     plan: ArenaPlan
     findings: tuple[str, ...]
-    code: str
 
 
 def compile_forward(variant: Any, fw: fx.GraphModule, example_inputs: Any, static: list[int],
@@ -97,7 +96,7 @@ def compile_forward(variant: Any, fw: fx.GraphModule, example_inputs: Any, stati
     names = [p.name for p in gm.graph.find_nodes(op="placeholder")]
     plan, findings = observe("audit_forward", audit_forward, code, variant.plan, names,
                              summary=lambda r: f"{len(r[1])} slotted groups read back")
-    return Compiled(_unboxed(compiled), plan, tuple(findings), code)
+    return Compiled(_unboxed(compiled), plan, tuple(findings))
 
 
 def compile_graph(gm: fx.GraphModule, example_inputs: Any, what: str, options: Options, *,
