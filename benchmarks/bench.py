@@ -1,245 +1,323 @@
-"""fxslots against eager, torch.compile (default) and mode="reduce-overhead", on one GPU.
+"""fxslots against eager, torch.compile (default, reduce-overhead) and friends, one GPU.
 
-Models (DESIGN.md): Sequential of Linear(H, H, bias=False) + GELU in bf16.
-  heavy:        H=4096, 8 layers, batch 4, sequence variants 512/1024/1536/2048
-  launch-bound: H=1024, 24 layers, batch 1, same variants
-Schedules, per step:
-  sequential: one microbatch (F B), cycling the 4 variants step by step
-  accum:      sequential, with zero_grad(set_to_none=False): persistent .grad buffers
-  ffffbbbb:   the 4 variants in flight at once (F F F F B B B B)
-  1f1b:       4 microbatches of one variant, 2 in flight (F F B F B F B B)
-Each case runs in its own process so memory figures are clean. Prints a table, writes JSON.
+Parts (``--parts``, comma-separated):
+  speed    models x schedules x cases: ms/step (median and min-max over repetitions), peak and
+           reserved memory, fxslots' captures and copies, gradients checked against eager
+  host     host microseconds per forward and backward call on the launch-bound models
+  warmup   compile+capture seconds over 16 sequence variants, then steady step time
+           (fxslots dynamic=True, with and without fxslots.prepare; reduce-overhead)
+  offload  activation offload: eager, save_on_cpu, fxslots offload=none/all/auto/budget,
+           bytes moved, the link-bound minimum, copy/compute overlap from a profiler trace
+  compile  first-compile seconds of aot_eager and fxslots on llama-small, static and dynamic
+Models: heavy, launch-bound (MLPs), llama-small, llama-large (examples/llama.py); bf16.
+Schedules: sequential, accum (zero_grad(set_to_none=False)), 1f1b, ffffbbbb (MLPs only).
 
-    python benchmarks/bench.py [--models heavy,launch-bound] [--out benchmarks/results/x.json]
+Each case runs in its own process (forked from a server that has imported torch, so the start
+is cheap; ``--start spawn`` for a fresh interpreter), under a timeout; a failing case is a row
+with its error. JSON per part under --out, rewritten after every case.
+
+    python benchmarks/bench.py --quick --out DIR                 # every part, ~7 minutes
+    python benchmarks/bench.py --parts speed --models heavy,launch-bound --out DIR
+    python benchmarks/bench.py --smoke --quick --out DIR          # tiny models on CPU
+    python benchmarks/bench.py --quick --dry-run                  # the plan and its estimates
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing as mp
 import os
-import subprocess
+import signal
 import sys
 import time
 
-MODELS = {
-    "heavy": dict(H=4096, LAYERS=8, B=4),
-    "launch-bound": dict(H=1024, LAYERS=24, B=1),
-}
-SEQS = [512, 1024, 1536, 2048]
-SCHEDULES = ["sequential", "accum", "ffffbbbb", "1f1b"]
-BACKENDS = ["eager", "inductor", "reduce-overhead", "fxslots", "fxslots-recompute"]
-SLOTS = {"sequential": 1, "accum": 1, "ffffbbbb": 4, "1f1b": 2}
-STEPS = 12
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import bench_plan  # noqa: E402
+import bench_report  # noqa: E402
 
 
-def build(cfg):
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--parts", default=",".join(bench_plan.PARTS))
+    ap.add_argument("--models", default=None, help="comma-separated; default: each part's own")
+    ap.add_argument("--schedules", default=None, help="speed part: keep only these schedules")
+    ap.add_argument("--cases", default=None,
+                    help="keep only these backends (eager,inductor,reduce-overhead,fxslots,"
+                         "aot_eager,save_on_cpu)")
+    ap.add_argument("--fxslots-variants", default="[]",
+                    help='JSON list of extra fxslots option sets, e.g. \'[{"kernels": "inductor"}]\'')
+    ap.add_argument("--out", default="bench-out", help="directory for JSON and logs")
+    ap.add_argument("--quick", action="store_true",
+                    help="every part at reduced repetitions, within --budget-s (440 s)")
+    ap.add_argument("--smoke", action="store_true", help="tiny models on CPU: checks the code")
+    ap.add_argument("--budget-s", type=float, default=None, help="stop starting cases after this")
+    ap.add_argument("--case-timeout-s", type=float, default=None)
+    ap.add_argument("--device", default=None, help="default: cuda if available (cpu for --smoke)")
+    ap.add_argument("--start", default="forkserver", choices=("forkserver", "spawn"))
+    ap.add_argument("--dry-run", action="store_true", help="print the plan and estimates only")
+    ap.add_argument("--png", default=None, help="also chart the speed part (benchmarks/chart.py)")
+    return ap.parse_args(argv)
+
+
+def settings_of(args: argparse.Namespace) -> bench_plan.Settings:
+    device = args.device or ("cpu" if args.smoke else _default_device())
+    s = bench_plan.settings_for("quick" if args.quick else "full", args.smoke, device)
+    if args.budget_s is not None:
+        s = bench_plan.replace(s, budget_s=args.budget_s)
+    if args.case_timeout_s is not None:
+        s = bench_plan.replace(s, case_timeout_s=args.case_timeout_s)
+    return s
+
+
+def _default_device() -> str:
     import torch
 
-    torch.manual_seed(0)
-    layers = []
-    for _ in range(cfg["LAYERS"]):
-        layers += [torch.nn.Linear(cfg["H"], cfg["H"], bias=False), torch.nn.GELU()]
-    return torch.nn.Sequential(*layers).cuda().to(torch.bfloat16)
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def step_fn(schedule, xs, mark):
-    def loss(y):
-        return y.float().square().mean()
-
-    def sequential(f, s):
-        mark()
-        loss(f(xs[s])).backward()
-
-    def ffffbbbb(f, s):
-        mark()
-        ys = [f(xs[v]) for v in SEQS]
-        for y in ys:
-            loss(y).backward()
-
-    def one_f_one_b(f, s):
-        mark()
-        ys = [f(xs[s]), f(xs[s] * 0.5)]
-        for k in range(2):
-            loss(ys.pop(0)).backward()
-            ys.append(f(xs[s] * (k + 2)))
-        for y in ys:
-            loss(y).backward()
-
-    return {"sequential": sequential, "accum": sequential, "ffffbbbb": ffffbbbb,
-            "1f1b": one_f_one_b}[schedule]
+def make_plan(args: argparse.Namespace, s: bench_plan.Settings) -> dict[str, list[dict]]:
+    parts = [p for p in args.parts.split(",") if p]
+    unknown = [p for p in parts if p not in bench_plan.PARTS]
+    models = args.models.split(",") if args.models else None
+    bad = [m for m in models or () if m not in bench_plan.MODELS]
+    if unknown or bad:
+        raise SystemExit(f"unknown part(s) {unknown} or model(s) {bad}; parts: "
+                         f"{list(bench_plan.PARTS)}, models: {list(bench_plan.MODELS)}")
+    plan = bench_plan.plan(parts, models, s, json.loads(args.fxslots_variants))
+    keep_s = set(args.schedules.split(",")) if args.schedules else None
+    keep_c = set(args.cases.split(",")) if args.cases else None
+    for part, specs in plan.items():
+        plan[part] = [c for c in specs
+                      if (keep_s is None or part != "speed" or c["schedule"] in keep_s)
+                      and (keep_c is None or c["backend"] in keep_c or c["model"] == "-")]
+    return plan
 
 
-def run_case(model_name, schedule, backend):
-    import torch
+def print_estimates(plan: dict[str, list[dict]], s: bench_plan.Settings) -> dict[str, float]:
+    """Each part's estimated seconds (an H200, full-size models), printed; returned."""
+    est = {p: bench_plan.part_estimate(specs, s) for p, specs in plan.items()}
+    where = ("tiny models on CPU: these H200 estimates do not apply" if s.smoke
+             else "rough, for an H200; Llama compile times are guesses")
+    print(f"plan ({s.preset}, reps {s.reps} x {s.steps} steps; {where}):")
+    for p, specs in plan.items():
+        run = [c for c in specs if not c.get("skip")]
+        models = sorted({c["model"] for c in specs if c["model"] != "-"})
+        print(f"  {p:<8} {len(run):>3} cases ({len(specs) - len(run)} skipped), "
+              f"~{est[p]:5.0f} s  models: {', '.join(models) or 'none selected'}")
+    budget = f", budget {s.budget_s:.0f} s" if s.budget_s else ""
+    print(f"  total    ~{sum(est.values()):.0f} s{budget}; case timeout {s.case_timeout_s:.0f} s",
+          flush=True)
+    return est
 
-    cfg = MODELS[model_name]
-    m = build(cfg)
-    ref = build(cfg)  # an eager twin for the correctness check after timing
-    g = torch.Generator(device="cuda").manual_seed(0)
-    xs = {s: torch.randn(cfg["B"], s, cfg["H"], device="cuda", dtype=torch.bfloat16, generator=g)
-          for s in SEQS}
-    torch.cuda.synchronize()
-    base = torch.cuda.memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
-    set_to_none = schedule != "accum"
-    mark = (torch.compiler.cudagraph_mark_step_begin if backend == "reduce-overhead"
-            else (lambda: None))
-    row = dict(model=model_name, schedule=schedule, case=backend, torch=torch.__version__,
-               ms_per_step=None, warm_s=None, peak_alloc_gib=None, reserved_gib=None,
-               captures=None, copied_bytes=None, copy_free_fraction=None, slot_bytes=None,
-               largest_saved_bytes=None, max_grad_err=None, error=None)
+
+class Runner:
+    """Runs cases in their own processes, under the budget; writes each part's JSON."""
+
+    def __init__(self, args: argparse.Namespace, s: bench_plan.Settings):
+        self.args, self.s = args, s
+        self.logs = os.path.join(args.out, "logs")
+        os.makedirs(self.logs, exist_ok=True)
+        here = os.path.dirname(os.path.abspath(__file__))
+        # The fork server imports bench_cases from PYTHONPATH (Python 3.11's ignores sys.path).
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            [here, os.path.dirname(here)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+        # torch.cuda.is_available() through NVML: a server that asks never initializes CUDA.
+        os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+        self.ctx = mp.get_context(args.start)
+        if args.start == "forkserver":
+            self.ctx.set_forkserver_preload(["bench_cases"])
+        self.deadline = time.monotonic() + s.budget_s if s.budget_s else None
+
+    def left(self) -> float:
+        return float("inf") if self.deadline is None else self.deadline - time.monotonic()
+
+    def run_part(self, part: str, specs: list[dict], share: float) -> list[dict]:
+        """Cases start while the budget holds and this part's share of it is not spent."""
+        part_end = time.monotonic() + share
+        rows: list[dict] = []
+        for i, spec in enumerate(specs):
+            spec = resolve(spec, rows)
+            if spec.get("skip"):
+                row = skipped(spec, spec["skip"])
+            elif self.left() <= 5 or time.monotonic() >= part_end:
+                row = skipped(spec, "not run: the --budget-s share of this part was spent")
+            else:
+                row = self.launch(spec, f"{part}-{i:02d}")
+            finish(row, rows)
+            rows.append(row)
+            print(f"[{part} {i + 1}/{len(specs)}] {summary(row)}", flush=True)
+            self.write(part, rows)
+        return rows
+
+    def launch(self, spec: dict, name: str) -> dict:
+        row = self._launch(spec, name)
+        error = row.get("error") or ""
+        if self.ctx.get_start_method() == "forkserver" and any(t in error for t in FORK_TROUBLE):
+            print(f"a forked case cannot use CUDA here ({error[:120]}): every case from now on "
+                  "starts a fresh interpreter (--start spawn)", flush=True)
+            self.ctx = mp.get_context("spawn")
+            row = self._launch(spec, name)
+        return row
+
+    def _launch(self, spec: dict, name: str) -> dict:
+        import bench_cases
+
+        row_path = os.path.join(self.logs, name + ".row.json")
+        log_path = os.path.join(self.logs, name + ".log")
+        timeout = max(5.0, min(self.s.case_timeout_s, self.left()))
+        if os.path.exists(row_path):  # an earlier run's row must not stand in for this one's
+            os.remove(row_path)
+        p = self.ctx.Process(target=bench_cases.child, args=(spec, row_path, log_path))
+        t0 = time.monotonic()
+        p.start()
+        try:
+            p.join(timeout)
+        finally:  # also when this process is stopped (SIGTERM, ^C): the case must not outlive it
+            timed_out = p.is_alive()
+            if timed_out:
+                _kill(p)
+        row = _read_row(row_path, spec)
+        row["case_wall_s"] = time.monotonic() - t0
+        row["log"] = os.path.relpath(log_path, self.args.out)
+        if timed_out:
+            row["error"] = _join(row.get("error"), f"timed out after {timeout:.0f} s "
+                                                   f"(stage: {row.get('stage')})")
+        elif not row.get("done"):
+            row["error"] = _join(row.get("error"), f"process died (exit code {p.exitcode}, "
+                                                   f"stage {row.get('stage')}): {_tail(log_path)}")
+        return row
+
+    def write(self, part: str, rows: list[dict]) -> None:
+        doc = {"part": part, "preset": self.s.preset, "smoke": self.s.smoke,
+               "argv": sys.argv[1:], "settings": bench_plan.asdict(self.s), "rows": rows}
+        path = os.path.join(self.args.out, f"{part}.json")
+        with open(path + ".tmp", "w") as fh:
+            json.dump(doc, fh, indent=1)
+        os.replace(path + ".tmp", path)
+
+
+FORK_TROUBLE = ("forked subprocess", "CUDA error: initialization error")
+
+
+def _kill(p) -> None:
+    """Kill the case's process group (it leads one), else the process alone."""
     try:
-        torch._dynamo.config.cache_size_limit = 64
-        if backend == "eager":
-            f = m
-        elif backend == "inductor":
-            f = torch.compile(m)
-        elif backend == "reduce-overhead":
-            f = torch.compile(m, mode="reduce-overhead")
-        else:
-            extra = {"recompute": "pointwise"} if backend == "fxslots-recompute" else {}
-            f = torch.compile(m, backend="fxslots", options={"slots": SLOTS[schedule], **extra})
-        step = step_fn(schedule, xs, mark)
-        t0 = time.perf_counter()
-        for _ in range(3):
-            for s in SEQS:
-                step(f, s)
-                m.zero_grad(set_to_none=set_to_none)
-        torch.cuda.synchronize()
-        row["warm_s"] = time.perf_counter() - t0
-        row["peak_warm_gib"] = (torch.cuda.max_memory_allocated() - base) / 2**30
-        torch.cuda.reset_peak_memory_stats()
-        t0 = time.perf_counter()
-        for i in range(STEPS):
-            step(f, SEQS[i % len(SEQS)])
-            m.zero_grad(set_to_none=set_to_none)
-        torch.cuda.synchronize()
-        row["ms_per_step"] = (time.perf_counter() - t0) / STEPS * 1e3
-        row["peak_steady_gib"] = (torch.cuda.max_memory_allocated() - base) / 2**30
-        row["peak_alloc_gib"] = max(row["peak_warm_gib"], row["peak_steady_gib"])
-        row["reserved_gib"] = torch.cuda.memory_reserved() / 2**30
-        if backend.startswith("fxslots"):
-            _fxslots_figures(row)
-        row["max_grad_err"] = _grad_error(m, ref, f, step, set_to_none)
-    except Exception as e:  # noqa: BLE001 - a failing case is a row, not a crash
-        row["error"] = f"{type(e).__name__}: {str(e).strip()[:300]}"
-    return row
+        os.killpg(p.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        p.kill()
+    p.join(10)
 
 
-def _fxslots_figures(row):
-    import fxslots
-    from fxslots.schemas import evaluate
-
-    row["captures"] = fxslots.counters["captures"]
-    slots = [s.nbytes for g in fxslots.regions() for s in g.ring.slots]
-    row["slot_bytes"], row["n_slots"] = sum(slots), len(slots)
-    variants = [v for g in fxslots.regions() for v in g.live_variants()]
-    saved, free, copied = [], 0, 0
-    for v in variants:
-        for lay in v.layouts.values():  # one per concrete shape the variant ran at
-            named = dict(lay.key)
-            env = {sym: named[str(sym)] for sym in v.binder.read}
-            saved.append(evaluate(v.plan.slot_bytes, env))
-            free += evaluate(v.plan.copy_free_bytes, env)
-            copied += evaluate(v.plan.copied_bytes, env)
-    row["largest_saved_bytes"] = max(saved, default=0)
-    row["copied_bytes"] = copied
-    row["copy_free_fraction"] = free / sum(saved) if sum(saved) else None
+def _read_row(path: str, spec: dict) -> dict:
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return {k: spec[k] for k in ("part", "model", "schedule", "case")} | {"error": None}
 
 
-def _grad_error(m, ref, f, step, set_to_none):
-    """One more step on both models from zeroed grads; the largest relative grad difference."""
-
-    ref.load_state_dict(m.state_dict())
-    for mod in (m, ref):
-        for p in mod.parameters():
-            p.grad = None
-    for s in SEQS[:2]:
-        step(f, s)
-        step(ref, s)
-    err = 0.0
-    for a, b in zip(m.parameters(), ref.parameters(), strict=True):
-        scale = b.grad.float().abs().max().item() or 1.0
-        err = max(err, (a.grad.float() - b.grad.float()).abs().max().item() / scale)
-    return err
+def _tail(path: str, n: int = 400) -> str:
+    try:
+        with open(path, errors="replace") as fh:
+            return " ".join(fh.read()[-n:].split())
+    except OSError:
+        return ""
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--models", default=",".join(MODELS))
-    ap.add_argument("--schedules", default=",".join(SCHEDULES))
-    ap.add_argument("--backends", default=",".join(BACKENDS))
-    ap.add_argument("--out", default=None)
-    ap.add_argument("--png", default=None, help="also draw the results as a chart")
-    ap.add_argument("--case", nargs=3, help=argparse.SUPPRESS)
-    args = ap.parse_args()
-    if args.case:
-        print(json.dumps(run_case(*args.case)))
-        return
-    rows = []
-    out = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
-                                   "h200.json")
-    for model in args.models.split(","):
-        for sched in args.schedules.split(","):
-            for be in args.backends.split(","):
-                if be == "inductor" and sched not in ("sequential",):
-                    continue  # default compile: one schedule is enough to place it
-                p = subprocess.run([sys.executable, __file__, "--case", model, sched, be],
-                                   capture_output=True, text=True, timeout=400)
-                line = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
-                row = json.loads(line[-1]) if line else dict(
-                    model=model, schedule=sched, case=be, error=p.stderr.strip()[-300:])
-                rows.append(row)
-                print(_fmt(row), flush=True)
-                _write(out, rows)  # after every case: a run cut short keeps what it measured
-    print()
-    print(table(rows))
-    print(f"\nwrote {out}")
-    if args.png:
+def _join(a: str | None, b: str) -> str:
+    return f"{a}; {b}" if a else b
+
+
+def resolve(spec: dict, rows: list[dict]) -> dict:
+    """Fill in what a case takes from earlier rows: the offload budget is half the bytes that
+    offload="none" saved per slot."""
+    mode = spec.get("offload")
+    if mode is None or mode != "half":
+        return spec if mode is None else dict(spec, offload_value=mode)
+    none = next((r for r in rows if r["model"] == spec["model"]
+                 and r["case"] == "fxslots offload=none"), None)
+    saved = (none or {}).get("largest_saved_bytes")
+    if not saved:
+        return dict(spec, skip="needs the saved bytes of offload=none, which it did not report")
+    return dict(spec, offload_value=saved // 2, case=f"fxslots offload={saved // 2} (half)")
+
+
+def finish(row: dict, rows: list[dict]) -> None:
+    """Figures computed from several rows: the link-bound minimum of an offload case."""
+    link = next((r for r in rows if r.get("case") == "host-link"), None)
+    moved = row.get("offloaded_bytes_per_step")
+    if link and link.get("h2d_gbps") and moved is not None:
+        row["link_min_ms"] = moved / (link["d2h_gbps"] * 1e6) + moved / (link["h2d_gbps"] * 1e6)
+
+
+def skipped(spec: dict, reason: str) -> dict:
+    return {k: spec[k] for k in ("part", "model", "schedule", "case")} | {
+        "skipped": reason, "error": None}
+
+
+def summary(row: dict) -> str:
+    name = " ".join(str(row[k]) for k in ("model", "schedule", "case") if row[k] != "-")
+    if row.get("skipped"):
+        return f"{name}: skipped ({row['skipped']})"
+    figures = [f"{k} {row[k]:.4g}" for k in ("ms_per_step", "host_fwd_us", "warm_s",
+                                               "first_step_s", "h2d_gbps", "d2h_gbps",
+                                               "peak_alloc_gib", "max_grad_err")
+               if isinstance(row.get(k), (int, float))]
+    wall = f" ({row['case_wall_s']:.0f} s)" if row.get("case_wall_s") else ""
+    err = f" ERROR {row['error'][:200]}" if row.get("error") else ""
+    return f"{name}: {', '.join(figures)}{wall}{err}"
+
+
+def run_parts(plan: dict[str, list[dict]], est: dict[str, float], runner: Runner,
+              s: bench_plan.Settings) -> dict[str, list[dict]]:
+    """Each part in turn, with its share of what is left of the budget; a table after each."""
+    results = {}
+    for i, (part, specs) in enumerate(plan.items()):
+        rest = sum(est[p] for p in list(plan)[i:]) or 1.0
+        share = runner.left() * est[part] / rest if s.budget_s else float("inf")
+        print(f"\n== {part}: {len(specs)} cases" + (f", {share:.0f} s of the budget"
+                                                      if s.budget_s else ""), flush=True)
+        t0 = time.monotonic()
+        results[part] = runner.run_part(part, specs, share)
+        print(f"\n{part}: {time.monotonic() - t0:.0f} s (estimated {est[part]:.0f} s)\n\n"
+              + bench_report.text_table(part, results[part]), flush=True)
+    return results
+
+
+def print_plan(plan: dict[str, list[dict]]) -> None:
+    for part, specs in plan.items():
+        for c in specs:
+            print(f"  {part}: {c['model']} {c['schedule']} {c['case']}"
+                  + (f" (skipped: {c['skip']})" if c.get("skip") else ""))
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    s = settings_of(args)
+    plan = make_plan(args, s)
+    est = print_estimates(plan, s)
+    if args.dry_run:
+        return print_plan(plan)
+    # A case exits without tearing down (os._exit), leaving a semaphore that torch.compile made
+    # to the resource tracker, which cleans it up and would warn about it: the tracker is started
+    # with this process's -W options.
+    sys.warnoptions.append("ignore:resource_tracker:UserWarning")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds through Runner.launch
+    results = run_parts(plan, est, Runner(args, s), s)
+    print("\n## Markdown\n")
+    for part, rows in results.items():
+        print(f"### {part}\n\n{bench_report.markdown_table(part, rows)}\n")
+    print(f"wrote {', '.join(os.path.join(args.out, p + '.json') for p in results)}")
+    if args.png and "speed" in results:
         from chart import render
 
-        render(out, args.png)
-        print(f"wrote {args.png}")
-
-
-def _write(out, rows):
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    with open(out, "w") as fh:
-        json.dump(rows, fh, indent=1)
-
-
-def _fmt(r):
-    return json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()})
-
-
-def table(rows):
-    """One table: per model and schedule, each case with its ratios to eager."""
-    head = ("model", "schedule", "case", "ms/step", "x eager", "peak GiB", "x eager", "steady",
-            "reserved", "captures", "warm s", "copy-free", "grad err", "error")
-    lines = []
-    for r in rows:
-        e = next((x for x in rows if x["model"] == r["model"] and x["schedule"] == r["schedule"]
-                  and x["case"] == "eager"), None)
-
-        def ratio(k):
-            if e is None or r.get(k) is None or not e.get(k):
-                return "-"
-            return f"{r[k] / e[k]:.2f}"
-
-        def f(k, fmt):
-            return "-" if r.get(k) is None else format(r[k], fmt)
-
-        lines.append((r["model"], r["schedule"], r["case"], f("ms_per_step", ".2f"),
-                      ratio("ms_per_step"), f("peak_alloc_gib", ".2f"), ratio("peak_alloc_gib"),
-                      f("peak_steady_gib", ".2f"),
-                      f("reserved_gib", ".2f"), f("captures", "d"), f("warm_s", ".1f"),
-                      f("copy_free_fraction", ".0%"), f("max_grad_err", ".1e"),
-                      (r.get("error") or "")[:60]))
-    widths = [max(len(str(x[i])) for x in [head, *lines]) for i in range(len(head))]
-    fmt = " | ".join(f"{{:<{w}}}" for w in widths)
-    return "\n".join([fmt.format(*head), fmt.format(*("-" * w for w in widths))]
-                     + [fmt.format(*x) for x in lines])
+        try:
+            render(os.path.join(args.out, "speed.json"), args.png)
+            print(f"wrote {args.png}")
+        except ImportError as e:  # the JSON is written; the chart can be drawn elsewhere
+            print(f"no chart: {e}")
 
 
 if __name__ == "__main__":

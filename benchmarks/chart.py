@@ -10,7 +10,8 @@ The picture has one row of panels per model: step time on the left, peak memory 
 schedules along x, one bar per case (eager, default compile, reduce-overhead, fxslots, then any
 other case in the order the rows name it). A case that failed is a red cross at the bottom of
 its place with the word "failed"; its error is listed under the chart. A case whose gradients
-were wrong (``max_grad_err`` past bf16 rounding) is hatched and says so. Needs matplotlib only.
+were wrong (``max_grad_err`` past bf16 rounding) is hatched and says so. Rows marked ``skipped``
+(cases benchmarks/bench.py did not run) are left out. Needs matplotlib only.
 """
 
 from __future__ import annotations
@@ -91,6 +92,7 @@ def build_figure(rows: list[dict[str, Any]], meta: dict[str, Any] | None = None,
                  dpi: int = 100) -> Any:
     """The matplotlib Figure of result rows (see the module's docstring)."""
     meta = meta or {}
+    rows = [r for r in rows if not r.get("skipped")]  # bench.py's cases that were not run
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure

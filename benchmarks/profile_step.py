@@ -11,34 +11,25 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import bench  # noqa: E402
+import bench_plan  # noqa: E402
+import bench_work  # noqa: E402
 
 
 def main(model_name: str, schedule: str, backend: str) -> None:
-    cfg = bench.MODELS[model_name]
-    m = bench.build(cfg)
-    g = torch.Generator(device="cuda").manual_seed(0)
-    xs = {s: torch.randn(cfg["B"], s, cfg["H"], device="cuda", dtype=torch.bfloat16, generator=g)
-          for s in bench.SEQS}
-    mark = (torch.compiler.cudagraph_mark_step_begin if backend == "reduce-overhead"
-            else (lambda: None))
-    if backend == "fxslots":
-        f = torch.compile(m, backend="fxslots", options={"slots": bench.SLOTS[schedule]})
-    elif backend == "reduce-overhead":
-        f = torch.compile(m, mode="reduce-overhead")
-    else:
-        f = m
-    step = bench.step_fn(schedule, xs, mark)
-    for _ in range(3):
-        for s in bench.SEQS:
-            step(f, s)
-            m.zero_grad()
+    work = bench_work.Workload(bench_plan.MODELS[model_name], "cuda",
+                               microbatches=4 if schedule == "1f1b" else 1)
+    options = {"slots": bench_plan.slots_for(schedule, len(work.seqs))}
+    f = bench_work.compile_case(work.model, backend, options, None)
+    step = bench_work.make_step(schedule, work, bench_work.mark_for(backend))
+    run = bench_work.with_zero_grad(step, work.model, schedule)
+    n = len(work.seqs)
+    for k in range(3 * n):
+        run(f, k)
     torch.cuda.synchronize()
     acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     with torch.profiler.profile(activities=acts) as prof:
-        for _ in range(4):
-            step(f, 2048)
-            m.zero_grad()
+        for i in range(4):
+            run(f, n - 1 + i * n)  # the largest variant
         torch.cuda.synchronize()
     print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
     print(prof.key_averages().table(sort_by="self_device_time_total", row_limit=12))

@@ -81,9 +81,10 @@ def test_variants_and_schedules_match_eager(dtype):
     schedules = [schedule_ffbb(4), schedule_1f1b(4, 2)] + [random_schedule(4, 4, rng)
                                                          for _ in range(3)]
     _, _, f, _ = train_both(schedules, dtype=dtype)  # f keeps the model (and its graphs) alive
-    # One live graph per (shape variant, slot, direction): V = 4 x K = 4 x 2 at most.
+    # One live graph per (shape variant, slot, graph): V = 4 x K = 4 x 3 at most (forward,
+    # the backward that returns gradients, the one that adds them into .grad).
     live = sum(len(v.executor.graphs) for g in fxslots.regions() for v in g.live_variants())
-    assert 0 < live <= 4 * 4 * 2
+    assert 0 < live <= 4 * 4 * 3
 
 
 def test_captures_stop_growing_after_warm_up():
@@ -254,4 +255,6 @@ def test_offload_stays_ordered_with_a_slow_side_stream(monkeypatch, offload):
                             options={"offload": offload}, steps=2)
     assert fxslots.counters["captures"] > 0
     (region,) = fxslots.regions()
-    assert all(int(v.plan.offloaded_bytes) > 0 for v in region.live_variants())
+    offloaded = [v.plan.offloaded_bytes != 0 for v in region.live_variants()]
+    # "all" offloads in every variant; a budget only where a variant does not fit it.
+    assert all(offloaded) if offload == "all" else any(offloaded)

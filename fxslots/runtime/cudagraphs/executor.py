@@ -126,8 +126,8 @@ class GraphExecutor:
             if args[i].data_ptr() != ptr:
                 log.info("an input moved since capture (argument %d); capturing again", i)
                 return False
-        for i, dst in cap.stage:
-            dst.copy_(args[i])
+        if cap.stage:  # one multi-tensor copy for every staged input
+            _torch.foreach_copy_([dst for _, dst in cap.stage], [args[i] for i, _ in cap.stage])
         cap.graph.replay()
         _write_back(args, cap.writeback)
         return True

@@ -1,0 +1,153 @@
+"""benchmarks/bench.py's pure parts: the plan, the copy/compute overlap of a trace, the tables;
+and one tiny speed case run in this process on CPU (the figures read from fxslots' regions)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "benchmarks"))
+
+import bench  # noqa: E402
+import bench_plan  # noqa: E402
+import bench_report  # noqa: E402
+import bench_trace  # noqa: E402
+
+
+def _ev(cat, name, ts, dur, stream, nbytes=None):
+    args = {"stream": stream} | ({"bytes": nbytes} if nbytes is not None else {})
+    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "args": args}
+
+
+def test_copy_overlap_counts_kernels_on_other_streams_only():
+    trace = {"traceEvents": [
+        _ev("kernel", "gemm", 0, 10, 7), _ev("kernel", "gelu", 20, 10, 7),
+        _ev("kernel", "side", 5, 20, 8),
+        _ev("gpu_memcpy", "Memcpy DtoH (Device -> Pinned)", 0, 12, 8, 1000),
+        _ev("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", 8, 14, 9, 500),
+        _ev("gpu_memcpy", "Memcpy DtoD (Device -> Device)", 0, 100, 9, 7),
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0, "dur": 50},
+    ]}
+    out = bench_trace.copy_overlap(trace)
+    # DtoH on stream 8: stream 7's kernels cover [0, 10] of [0, 12]; its own stream does not count.
+    assert out["d2h"] == {"copy_us": 12.0, "overlap_us": 10.0, "bytes": 1000, "copies": 1}
+    # HtoD on stream 9: streams 7 and 8 together cover all of [8, 22].
+    assert out["h2d"] == {"copy_us": 14.0, "overlap_us": 14.0, "bytes": 500, "copies": 1}
+    assert out["overlap_fraction"] == pytest.approx(24 / 26)
+    assert bench_trace.copy_overlap({"traceEvents": []}) == {"overlap_fraction": None}
+
+
+def test_merge_and_covered():
+    union = bench_trace.merge([(5, 7), (0, 2), (1, 3), (7, 8), (9, 9)])
+    assert union == [(0, 3), (5, 8)]
+    assert bench_trace.covered((2, 6), union) == 2
+
+
+def _settings(preset="quick", device="cuda", smoke=False):
+    return bench_plan.settings_for(preset, smoke, device)
+
+
+def test_quick_plan_covers_every_part_within_its_budget():
+    s = _settings()
+    plan = bench_plan.plan(list(bench_plan.PARTS), None, s, [])
+    assert all(plan[p] for p in bench_plan.PARTS)
+    assert sum(bench_plan.part_estimate(c, s) for c in plan.values()) <= s.budget_s
+    json.dumps(plan)  # a case travels to its process as JSON
+    speed = {(c["model"], c["schedule"]) for c in plan["speed"]}
+    assert {sch for m, sch in speed if m == "launch-bound"} == set(bench_plan.SCHEDULES)
+    assert {sch for m, sch in speed if m == "llama-large"} == {"sequential", "accum"}
+    assert {c["case"] for c in plan["warmup"]} >= {"fxslots dynamic=True + prepare",
+                                                   "reduce-overhead dynamic=True"}
+
+
+def test_full_plan_slots_schedules_and_variants():
+    s = _settings("full")
+    plan = bench_plan.plan(["speed"], ["llama-small", "heavy"], s, [{"kernels": "inductor"}])
+    cases = plan["speed"]
+    assert not any(c["schedule"] == "ffffbbbb" for c in cases if c["model"] == "llama-small")
+    fx = [c for c in cases if c["backend"] == "fxslots"]
+    assert {(c["schedule"], c["options"]["slots"]) for c in fx if c["model"] == "heavy"} == {
+        ("sequential", 1), ("accum", 1), ("1f1b", 2), ("ffffbbbb", 4)}
+    variant = next(c for c in fx if c["case"] == "fxslots kernels=inductor")
+    assert variant["options"] == {"slots": 1, "kernels": "inductor"}
+    assert cases[cases.index(variant) - 1]["case"] == "fxslots"  # right after its base case
+
+
+def test_cuda_only_cases_are_skipped_rows_off_cuda():
+    plan = bench_plan.plan(["speed", "offload"], ["heavy"], _settings(device="cpu", smoke=True),
+                           [])
+    skipped = {c["case"] for p in plan.values() for c in p if c.get("skip")}
+    assert skipped == {"reduce-overhead", "host-link"}
+    assert any(c["case"] == "aot_eager" for c in plan["speed"])
+    assert all(c["cfg"]["H"] == 64 for c in plan["speed"])  # the tiny heavy MLP
+
+
+def test_offload_budget_is_half_of_none_and_link_minimum():
+    spec = {"model": "heavy", "case": "x", "offload": "half"}
+    rows = [{"model": "heavy", "case": "fxslots offload=none", "largest_saved_bytes": 1000}]
+    assert bench.resolve(spec, rows)["offload_value"] == 500
+    assert "skip" in bench.resolve(spec, [])
+    assert bench.resolve({"offload": "all"}, [])["offload_value"] == "all"
+    link = {"case": "host-link", "h2d_gbps": 50.0, "d2h_gbps": 25.0}
+    row = {"offloaded_bytes_per_step": 10**8}
+    bench.finish(row, [link])
+    assert row["link_min_ms"] == pytest.approx(4.0 + 2.0)
+
+
+ROWS = [
+    {"model": "m", "schedule": "sequential", "case": "eager", "ms_per_step": 4.0,
+     "ms_per_step_min": 3.9, "ms_per_step_max": 4.2, "max_grad_err": 0.0},
+    {"model": "m", "schedule": "sequential", "case": "reduce-overhead", "ms_per_step": 2.0,
+     "ms_per_step_min": 2.0, "ms_per_step_max": 2.1, "max_grad_err": 3e20},
+    {"model": "m", "schedule": "sequential", "case": "fxslots", "ms_per_step": 1.0,
+     "ms_per_step_min": 1.0, "ms_per_step_max": 1.5, "copy_free_fraction": 1.0, "captures": 8,
+     "error": None},
+    {"model": "m", "schedule": "accum", "case": "reduce-overhead", "error": "RuntimeError: x\ny"},
+    {"model": "m", "schedule": "accum", "case": "inductor", "skipped": "CUDA only"},
+]
+
+
+def test_tables_show_ratios_spreads_errors_and_skips():
+    text = bench_report.text_table("speed", ROWS)
+    lines = text.splitlines()
+    assert lines[0].startswith("model") and len(lines) == 2 + len(ROWS)
+    fx = next(ln for ln in lines if "| fxslots" in ln)
+    assert "1.00 [1.00-1.50]" in fx and "| 0.25 " in fx and "| 0.50 " in fx and "100%" in fx
+    assert "3.0e+20 WRONG" in text and "RuntimeError: x" in text and "skipped: CUDA only" in text
+    md = bench_report.markdown_table("speed", ROWS)
+    assert md.splitlines()[1].startswith("|---|") and md.count("\n") == 1 + len(ROWS)
+
+
+def test_error_text_names_the_root_cause():
+    from bench_work import error_text
+
+    try:
+        try:
+            raise ValueError("inner\n\nSet TORCHDYNAMO_VERBOSE=1 for more")
+        except ValueError as e:
+            raise RuntimeError("outer") from e
+    except RuntimeError as e:
+        assert error_text(e) == "ValueError: inner (raised through RuntimeError)"
+
+
+def test_one_speed_case_on_cpu_reads_fxslots_figures():
+    import fxslots
+    from bench_cases import run_speed
+
+    s = _settings("quick", device="cpu", smoke=True)
+    spec = next(c for c in bench_plan.plan(["speed"], ["launch-bound"], s, [])["speed"]
+                if c["schedule"] == "1f1b" and c["backend"] == "fxslots")
+    spec["settings"] = dict(spec["settings"], reps=2, steps=2, warm_passes=1)
+    row: dict = {"stage": None}
+    fxslots.reset()
+    try:
+        run_speed(spec, row, lambda: None)
+    finally:
+        fxslots.reset()
+    assert len(row["ms_per_step_reps"]) == 2 and row["ms_per_step"] > 0
+    assert row["n_slots"] == 2 and row["copy_free_fraction"] == 1.0
+    assert row["copied_bytes_per_forward"] == 0 and row["max_grad_err"] == 0.0
