@@ -45,6 +45,9 @@ __all__ = [
     "tracing_static_input_indices",
     "foreach_copy_",
     "accumulates_in_place",
+    "schedule_stages",
+    "schedule_microbatches",
+    "declare_no_donated_buffers",
     "schema_of",
     "INDUCTOR_ALIGNMENT",
     "inductor_decompositions",
@@ -194,7 +197,46 @@ def accumulates_in_place(param: torch.Tensor, grad: torch.Tensor) -> bool:
     return (grad.layout is torch.strided and grad.dtype == param.dtype
             and grad.shape == param.shape and grad.device == param.device
             and not grad.requires_grad and not param._backward_hooks
-            and not getattr(param, "_post_accumulate_grad_hooks", None))
+            and not getattr(param, "_post_accumulate_grad_hooks", None)
+            and _engine_accumulates(param))
+
+
+def _engine_accumulates(param: torch.Tensor) -> bool:
+    """Whether the running backward accumulates into ``param.grad`` at all: ``.backward()``
+    reaching it does; ``torch.autograd.grad`` and ``backward(inputs=...)`` without it do not
+    (zero-bubble pipelines compute input and weight gradients with ``autograd.grad``)."""
+    try:
+        return bool(torch._C._will_engine_execute_node(
+            torch.autograd.graph.get_gradient_edge(param).node))
+    except RuntimeError:  # autograd.grad() asked for leaf gradients: it accumulates nothing
+        return False
+
+
+def schedule_stages(schedule: Any) -> list[Any]:
+    """The pipeline stages this rank runs in a ``torch.distributed.pipelining`` schedule: one
+    for single-stage schedules (``_stage``), several for the multi-stage ones (``_stages``)."""
+    stages = getattr(schedule, "_stages", None)
+    return list(stages) if stages is not None else [schedule._stage]
+
+
+def schedule_microbatches(schedule: Any) -> int:
+    """How many microbatches a pipeline schedule splits each step into."""
+    return int(schedule._n_microbatches)
+
+
+def declare_no_donated_buffers() -> None:
+    """Tell AOTAutograd that the backward being compiled reuses none of its saved tensors'
+    memory. True for fxslots: saved tensors live in slot arenas that the slot owns, and the
+    backward graph runs as it is. Without it a backward run with ``retain_graph=True`` (the
+    input-gradient step of zero-bubble schedules) fails on "compiled with non-empty donated
+    buffers". AOTAutograd computes the list before the forward compiler runs and shares it
+    between its outer and inner metadata, so it is emptied in place."""
+    ctx = torch._guards.TracingContext.try_get()
+    donated = getattr(getattr(ctx, "fw_metadata", None), "bw_donated_idxs", None)
+    if donated:
+        donated.clear()
+
+
 def schema_of(op: Any) -> Any:
     """The ``FunctionSchema`` of an operator overload."""
     return op._schema

@@ -72,8 +72,29 @@ def _region_for(opts: Options, raw_options: Any) -> Region:
     region = state.regions.get(key)
     if region is None:
         name = f"region {frame if frame is not None else len(state.regions)}"
-        region = state.regions[key] = Region.new(name, opts)
+        region = state.regions[key] = _joined(opts) or Region.new(name, opts)
     return region
+
+
+def _joined(opts: Options) -> Region | None:
+    """A region of ``opts.arena_group``: the group's ring and staging buffer, shared with the
+    regions already in it (stages of one pipeline rank whose frames are never all live)."""
+    if opts.arena_group is None:
+        return None
+    peer = next((r for r in state.regions.values()
+                 if r.ring.options.arena_group == opts.arena_group), None)
+    if peer is None:
+        return Region.new(f"arena group {opts.arena_group!r}", opts)
+    theirs = peer.ring.options
+    for name in ("slots", "max_arena_bytes", "debug"):
+        if getattr(theirs, name) != getattr(opts, name):
+            raise OptionsError(
+                f"fxslots: regions of arena_group {opts.arena_group!r} share one slot ring, "
+                f"so they need one option {name!r}: this one has {getattr(opts, name)!r}, "
+                f"the group {getattr(theirs, name)!r}; give them the same value (one arena "
+                f"group per pipeline rank: fxslots.pipelining.plan(schedule).options(stage))")
+    # One set of anchors: the group's memory is freed when the last of its models dies.
+    return Region(peer.ring, peer.staging, _anchors=peer._anchors)
 
 
 class _Compiler:
@@ -113,6 +134,7 @@ class _Compiler:
         """collect -> plan -> rewrite -> verify; or fall back, with the reason, to no slots."""
         assert self.num_fwd_outputs is not None and self.bw_module is not None
         before = format_graph(fw)
+        _torch.declare_no_donated_buffers()
         static = self.static_inputs = (self.static_inputs
                                        or _torch.tracing_static_input_indices())
         saved = observe("collect_saved", collect_saved, fw, self.bw_module, self.num_fwd_outputs,

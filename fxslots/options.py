@@ -54,6 +54,9 @@ class Options:
     """Who adds gradients into existing ``.grad`` buffers: "graph" (the backward, inside its
     CUDA graph) or "autograd" (one launch per parameter after it; needed by hooks on the
     gradient accumulator itself, such as DDP's reducer)."""
+    arena_group: str | None = None
+    """Compiled regions with the same group name share one slot ring and staging buffer (their
+    frames are never live at once beyond ``slots``); ``fxslots.pipelining`` names one per rank."""
     kernels: str = "aten"
     """Who runs the rewritten graphs: "aten" (ATen kernels, one per op) or "inductor" (Inductor
     compiles them; saved values are stored into the slot by its kernels)."""
@@ -122,6 +125,7 @@ _TYPES = {
     "link_bandwidth": (int, float, type(None)),
     "recompute": (str,),
     "grad_accumulation": (str,),
+    "arena_group": (str, type(None)),
     "kernels": (str,),
 }
 
@@ -134,3 +138,5 @@ def _check_type(name: str, value: Any) -> None:
         raise OptionsError(
             f"fxslots option {name!r} must be {names}, got {type(value).__name__} {value!r}"
         )
+    if name == "arena_group" and value == "":
+        raise OptionsError("fxslots option 'arena_group' must be a non-empty name or None")

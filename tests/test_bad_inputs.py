@@ -198,9 +198,10 @@ def _create_graph_double_backward():
 
 
 def test_create_graph_after_a_plain_backward():
-    """Once a backward ran without create_graph, AOTAutograd refuses create_graph=True with a
-    clear error (donated buffers), in aot_eager alike; fxslots raises the same and the slot is
-    free again once the microbatch is dropped."""
+    """Once a backward ran without create_graph, aot_eager refuses create_graph=True (its saved
+    tensors are donated to the backward). fxslots donates none (they live in slots; zero-bubble
+    pipelines need retain_graph=True), so it runs, and the slot is free again once the
+    microbatch is dropped."""
     model, ref = Net(), Net()
     c = compiled(model, slots=1, debug=True)
     c_ref = torch.compile(ref, backend="aot_eager")
@@ -209,12 +210,14 @@ def test_create_graph_after_a_plain_backward():
         fn(batch(seed=1).requires_grad_()).sum().backward()
         x = batch(seed=2).requires_grad_()
         try:
-            torch.autograd.grad(fn(x).sum(), x, create_graph=True)
+            gx = torch.autograd.grad(fn(x).sum(), x, create_graph=True)[0].detach()
             errors[name] = None
         except RuntimeError as e:
             errors[name] = str(e)
         del x
-    assert errors["fxslots"] == errors["aot_eager"]
+    assert "donated buffers" in errors["aot_eager"] and errors["fxslots"] is None
+    x = batch(seed=2).requires_grad_()
+    torch.testing.assert_close(gx, torch.autograd.grad(ref(x).sum(), x)[0])
     assert_same_grads(model, ref, exact=True)
     c(batch(seed=3).requires_grad_()).sum().backward()
     assert pending() == 0

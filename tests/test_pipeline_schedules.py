@@ -1,0 +1,193 @@
+"""fxslots.pipelining on real torch.distributed.pipelining schedules, every stage on this one
+rank (gloo, CPU): slots from the schedule are enough and no fewer would do, arena groups share
+bytes, zero-bubble's split backward runs, and setup errors name the fix."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import fxslots
+import fxslots.pipelining as fp
+from fxslots import _torch
+from tests.test_graph_executor_cpu import _StandInGraph, stand_in_graphs  # noqa: F401
+from tests.test_pipelining import _block, process_group  # noqa: F401
+
+pipelining = pytest.importorskip("torch.distributed.pipelining")
+
+pytestmark = pytest.mark.usefixtures("process_group")  # gloo, one rank
+
+SCHEDULES = [("ScheduleGPipe", 1), ("Schedule1F1B", 1), ("ScheduleInterleaved1F1B", 2),
+             ("ScheduleInterleaved1F1B", 4), ("ScheduleLoopedBFS", 2),
+             ("ScheduleInterleavedZeroBubble", 2), ("ScheduleZBVZeroBubble", 2)]
+
+
+def _schedule(name, modules, n_microbatches=4):
+    cpu = torch.device("cpu")
+    stages = [pipelining.PipelineStage(m, stage_index=i, num_stages=len(modules), device=cpu)
+              for i, m in enumerate(modules)]
+    return getattr(pipelining, name)(stages if len(stages) > 1 else stages[0],
+                                     n_microbatches=n_microbatches,
+                                     loss_fn=lambda out, y: torch.nn.functional.mse_loss(out, y))
+
+
+def _steps(schedule, n=2):
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(8, 16, generator=g), torch.randn(8, 16, generator=g)
+    for _ in range(n):  # gradients accumulate in persistent .grad buffers
+        schedule.step(x, target=y)
+
+
+def _root(error):
+    while not isinstance(error, fxslots.FxslotsError) and (error.__cause__ or error.__context__):
+        error = error.__cause__ or error.__context__
+    return error
+
+
+def _compiled_by_hand(name, n, options_of):
+    """A schedule whose stages are compiled with ``options_of(stage)``, past the plan's check."""
+    schedule = _schedule(name, [_block(i) for i in range(n)])
+    for stage in _torch.schedule_stages(schedule):
+        stage.submod = torch.compile(stage.submod, backend="fxslots",
+                                     options=options_of(stage.stage_index))
+    return schedule
+
+
+@pytest.mark.parametrize("name, n", SCHEDULES)
+def test_slots_from_the_schedule_run_it_bitwise_like_eager(name, n):
+    ours, ref = [_block(i) for i in range(n)], [_block(i) for i in range(n)]
+    schedule = _schedule(name, ours)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plan = fp.compile_stages(schedule)
+    split = any(r.split_backward for r in plan.ranks.values())
+    assert split == ("ZeroBubble" in name)
+    assert split == any("twice the backward work" in str(w.message) for w in caught)
+    _steps(schedule)
+    _steps(_schedule(name, ref))
+    for a, b in zip([p for m in ours for p in m.parameters()],
+                    [p for m in ref for p in m.parameters()], strict=True):
+        assert torch.equal(a.grad, b.grad)
+    assert sum(r.ring.pending() for r in fxslots.regions()) == 0
+
+
+@pytest.mark.parametrize("name, n", [("Schedule1F1B", 1), ("ScheduleInterleaved1F1B", 4),
+                                     ("ScheduleZBVZeroBubble", 2)])
+@pytest.mark.usefixtures("stand_in_graphs")
+def test_under_the_cuda_graph_stand_in(name, n):
+    # The graph executor's keys, staging and replays with one ring (and one staging buffer)
+    # shared by a rank's chunks, and zero-bubble's backward run twice per microbatch.
+    ours, ref = [_block(i) for i in range(n)], [_block(i) for i in range(n)]
+    schedule = _schedule(name, ours)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fp.compile_stages(schedule)
+    _steps(schedule, 4)
+    _steps(_schedule(name, ref), 4)
+    assert fxslots.counters["captures"] > 0 and _StandInGraph.replays > 0
+    for a, b in zip([p for m in ours for p in m.parameters()],
+                    [p for m in ref for p in m.parameters()], strict=True):
+        assert torch.equal(a.grad, b.grad)
+    assert sum(r.ring.pending() for r in fxslots.regions()) == 0
+
+
+@pytest.mark.parametrize("name, n", [c for c in SCHEDULES if c != ("Schedule1F1B", 1)])
+def test_one_slot_fewer_runs_out(name, n):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plan = fp.plan(_schedule(name, [_block(i) for i in range(n)]), share=False)
+    tight = max(plan.slots, key=plan.slots.get)  # (one-stage 1F1B needs 1: nothing fewer)
+    schedule = _compiled_by_hand(name, n, lambda s: {"slots": plan.slots[s] - (s == tight),
+                                                     "arena_group": plan.group(s)})
+    with pytest.raises(Exception) as info:
+        _steps(schedule, 1)
+    assert isinstance(_root(info.value), fxslots.SlotsExhaustedError)
+
+
+def test_one_shared_slot_fewer_runs_out():
+    plan = fp.plan(_schedule("ScheduleInterleaved1F1B", [_block(i) for i in range(4)]))
+    assert plan.ranks[0].shared_slots == 4 and plan.slots == {0: 2, 1: 2, 2: 1, 3: 1}
+    schedule = _compiled_by_hand("ScheduleInterleaved1F1B", 4,
+                                 lambda s: {"slots": 3, "arena_group": "rank 0"})
+    with pytest.raises(Exception) as info:
+        _steps(schedule, 1)
+    assert "a forward of arena group 'rank 0'" in str(_root(info.value))
+
+
+@pytest.mark.parametrize("share", [False, True])
+def test_measured_arena_bytes_are_the_plans(share):
+    # Four chunks of one shape on one rank: one ring per chunk holds 2+2+1+1 frames; the
+    # coloured ring holds the 4 that are ever live at once.
+    schedule = _schedule("ScheduleInterleaved1F1B", [_block(i) for i in range(4)])
+    plan = fp.compile_stages(schedule, fp.plan(schedule, share=share))
+    _steps(schedule, 1)
+    measured = fp.arena_bytes()
+    frame = max(s.nbytes for r in fxslots.regions() for s in r.ring.slots)
+    [bytes_] = plan.report({s: frame for s in range(4)})
+    assert (bytes_.per_chunk, bytes_.coloured) == (6 * frame, 4 * frame)
+    assert sum(measured.values()) == bytes_.planned == (4 if share else 6) * frame
+    assert len(measured) == (1 if share else 4)
+
+
+def test_too_few_slots_is_an_error_at_setup():
+    schedule = _schedule("ScheduleGPipe", [_block(0)])
+    with pytest.raises(fxslots.OptionsError, match=r"ScheduleGPipe #\d+ keeps up to 4 "
+                       r"microbatches of stage 0 .* option 'slots' is 3; set 'slots' to at "
+                       r"least 4"):
+        fp.compile_stages(schedule, slots=3)
+
+
+def test_one_arena_group_needs_one_slot_count():
+    schedule = _compiled_by_hand("ScheduleInterleaved1F1B", 2,
+                                 lambda s: {"slots": 2 + s, "arena_group": "g"})
+    with pytest.raises(Exception) as info:
+        _steps(schedule, 1)
+    assert "regions of arena_group 'g' share one slot ring, so they need one option " \
+           "'slots': this one has 3, the group 2" in str(_root(info.value))
+
+
+def test_a_schedule_without_action_lists_is_refused():
+    from torch.distributed.pipelining.schedules import PipelineScheduleSingle
+
+    class Custom(PipelineScheduleSingle):
+        def _step_microbatches(self, *args, **kwargs):
+            raise AssertionError("not run")
+
+    stage = pipelining.PipelineStage(_block(0), 0, 1, torch.device("cpu"))
+    with pytest.raises(fxslots.OptionsError, match="Custom exposes no per-rank action lists"):
+        fp.slots_for(Custom(stage, n_microbatches=2))
+
+
+@pytest.mark.parametrize("value, message", [
+    ("", "'arena_group' must be a non-empty name or None"),
+    (3, "'arena_group' must be str or None, got int 3"),
+])
+def test_arena_group_option_is_checked(value, message):
+    with pytest.raises(fxslots.OptionsError, match=message):
+        fxslots.Options.parse({"arena_group": value})
+
+
+@pytest.mark.parametrize("how", ["grad", "backward_inputs"])
+def test_input_gradients_leave_grad_buffers_alone(how):
+    # Zero-bubble's I and W steps are autograd.grad calls once .grad buffers exist: a backward
+    # that adds into .grad itself (grad_accumulation="graph") must do so only when autograd
+    # would have accumulated there.
+    ours, ref = _block(0), _block(0)
+    f = torch.compile(ours, backend="fxslots", options={"slots": 2})
+    x = torch.randn(4, 16, generator=torch.Generator().manual_seed(0))
+    for m in (f, ref):
+        m(x).sum().backward()  # creates the .grad buffers
+    for _ in range(2):  # the first compiles the backward of an input that requires grad
+        xi = x.clone().requires_grad_()
+        if how == "grad":
+            (gx,) = torch.autograd.grad(f(xi).sum(), xi)
+        else:
+            f(xi).sum().backward(inputs=[xi])
+            gx = xi.grad
+        xr = x.clone().requires_grad_()
+        (gr,) = torch.autograd.grad(ref(xr).sum(), xr)
+        assert torch.equal(gx, gr)
+        for a, b in zip(ours.parameters(), ref.parameters(), strict=True):
+            assert torch.equal(a.grad, b.grad)
