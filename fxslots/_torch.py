@@ -49,7 +49,6 @@ __all__ = [
     "schedule_microbatches",
     "declare_no_donated_buffers",
     "schema_of",
-    "INDUCTOR_ALIGNMENT",
     "inductor_decompositions",
     "inductor_joint_passes",
     "inductor_compile",
@@ -245,13 +244,9 @@ def schema_of(op: Any) -> Any:
 # Inductor, for options={"kernels": "inductor"}. Its entry points are private and have moved
 # between releases; these wrappers take what torch 2.11 to 2.14 offer.
 
-INDUCTOR_ALIGNMENT = 16  # bytes: Inductor's GPU kernels assume inputs aligned to this when told
-
-
 def inductor_decompositions() -> dict[Any, Callable[..., Any]]:
-    """The decompositions ``torch.compile``'s default backend traces with (its lowerings
-    expect them: it refuses, say, ``aten.gelu`` as an op with both a decomposition and a
-    fallback)."""
+    """The decompositions ``torch.compile``'s default backend traces with (Inductor refuses,
+    say, ``aten.gelu``: it has a decomposition, so no fallback)."""
     from torch._inductor.decomposition import select_decomp_table
 
     return select_decomp_table()
@@ -289,8 +284,7 @@ def inductor_output_code(compiled: Any) -> str:
 
 
 def inductor_falls_back(op: Any) -> bool:
-    """Whether Inductor runs ``op`` as an ATen call (a fallback: no lowering of its own)
-    rather than generating its kernel."""
+    """Whether Inductor runs ``op`` as an ATen call (a fallback), not a kernel of its own."""
     from torch._inductor import lowering
 
     return op in lowering.fallbacks or op not in lowering.lowerings

@@ -33,6 +33,9 @@ from .schemas import ArenaPlan, SlotView
 log = logging.getLogger(__name__)
 aten = torch.ops.aten
 
+# Bytes: Inductor's GPU kernels assume an input aligned to this when its example tensor is.
+_INDUCTOR_ALIGNMENT = 16
+
 # Inductor calls these as ATen (extern) kernels, which allocate their result: they get an
 # ``fxslots::*_into`` op that writes the slot instead. (With max-autotune Inductor may pick a
 # Triton template for a matmul; writing into the slot takes that choice away.)
@@ -184,4 +187,4 @@ def _aligned(view: SlotView) -> bool:
     """Whether the plan puts ``view`` at a multiple of Inductor's alignment for every shape
     (arena bases are aligned further: the plan's alignment is at least 16 bytes)."""
     start = sympy.sympify(view.storage_offset * view.dtype.itemsize)
-    return sympy.Mod(start, _torch.INDUCTOR_ALIGNMENT) == 0
+    return sympy.Mod(start, _INDUCTOR_ALIGNMENT) == 0
