@@ -15,7 +15,7 @@ import torch.fx as fx
 from . import _torch, kernels, state
 from .errors import OptionsError
 from .fallback import fall_back
-from .options import Options
+from .options import Options, refusing
 from .passes import (
     annotate_backward,
     collect_inputs,
@@ -48,12 +48,16 @@ def fxslots_backend(gm: fx.GraphModule, example_inputs: list[Any], *,
                     options: dict[str, Any] | Options | None = None,
                     mode: str | None = None) -> Callable[..., Any]:
     """``torch.compile(model, backend="fxslots", options={...})``."""
-    if mode is not None:
-        raise OptionsError(
-            f"fxslots takes no mode= (got {mode!r}); configure it through options={{...}}")
-    opts = Options.parse(options)
+    try:
+        if mode is not None:
+            raise OptionsError(
+                f"fxslots takes no mode= (got {mode!r}); configure it through options={{...}}")
+        opts = Options.parse(options)
+        region = _region_for(opts, options)  # an arena group may refuse these options
+    except OptionsError as e:
+        return refusing(e)  # raised at the call, where `except fxslots.OptionsError` sees it
     state.counters["compiles"] += 1
-    compiler = _Compiler(opts, _region_for(opts, options))
+    compiler = _Compiler(opts, region)
     return _torch.aot_autograd(
         fw_compiler=compiler.compile_forward,
         bw_compiler=compiler.compile_backward,

@@ -9,6 +9,17 @@ from typing import Any, Callable, Mapping
 
 from .errors import OptionsError
 
+MAX_SLOTS = 1024
+"""Upper bound of ``slots``. Each slot holds a whole arena of the largest variant, and every
+forward looks at each slot to find a free one (about 0.3 us a slot on 2 CPU cores, so 0.3 ms at
+this bound); pipeline schedules keep a few dozen microbatches in flight, not thousands."""
+MAX_ALIGNMENT = 2**21
+"""Upper bound of ``alignment`` (2 MiB, the largest page size hosts and the CUDA allocator use):
+a larger alignment buys nothing and pads every storage group of every slot by up to that much."""
+MAX_ARENA_BYTES = 2**48
+"""Upper bound of ``max_arena_bytes`` (256 TiB, more than any device or host holds): a larger
+value is a unit mistake. ``None`` means no limit."""
+
 
 def _env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
@@ -18,9 +29,10 @@ def _env_flag(name: str) -> bool:
 class Options:
     """`torch.compile(model, backend="fxslots", options={...})`.
 
-    Invariants (checked in ``__post_init__``): ``slots >= 1``; ``alignment`` is a power of two
-    of at least 16 bytes; ``max_arena_bytes`` is None or positive; ``cudagraphs`` is None
-    (auto: on for CUDA graphs), True or False; ``on_capture_failure`` is "raise" or "eager".
+    Invariants (checked in ``__post_init__``): ``1 <= slots <= MAX_SLOTS``; ``alignment`` is a
+    power of two from 16 bytes to ``MAX_ALIGNMENT``; ``max_arena_bytes`` is None or in
+    ``1..MAX_ARENA_BYTES``; ``cudagraphs`` is None (auto: on for CUDA graphs), True or False;
+    ``on_capture_failure`` is "raise" or "eager".
     """
 
     slots: int = 1
@@ -64,17 +76,7 @@ class Options:
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             _check_type(f.name, getattr(self, f.name))
-        if self.slots < 1:
-            raise OptionsError(f"fxslots option 'slots' must be >= 1, got {self.slots}")
-        a = self.alignment
-        if a < 16 or a & (a - 1):
-            raise OptionsError(
-                f"fxslots option 'alignment' must be a power of two >= 16 bytes, got {a}"
-            )
-        if self.max_arena_bytes is not None and self.max_arena_bytes <= 0:
-            raise OptionsError(
-                f"fxslots option 'max_arena_bytes' must be positive or None, got {self.max_arena_bytes}"
-            )
+        _check_bounds(self)
         self._check_choices()
 
     def _check_choices(self) -> None:
@@ -99,16 +101,56 @@ class Options:
 
     @classmethod
     def parse(cls, options: Mapping[str, Any] | "Options" | None) -> "Options":
+        """Options from ``torch.compile(..., options=...)``: a mapping of option names to
+        values (or an ``Options``, or None for the defaults); raises ``OptionsError``."""
         if isinstance(options, Options):
             return options
+        if options is not None and not isinstance(options, Mapping):
+            raise OptionsError(
+                f"fxslots options must be a dict such as {{'slots': 2}}, got "
+                f"{type(options).__name__} {options!r}; valid options are {_names()}")
         options = dict(options or {})
-        valid = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(k for k in options if k not in valid)
+        unknown = sorted((k for k in options if k not in _names()), key=repr)
         if unknown:
             raise OptionsError(
-                f"fxslots got unknown option(s) {unknown}; valid options are {valid}"
+                f"fxslots got unknown option(s) {unknown}; valid options are {_names()}"
             )
         return cls(**options)
+
+
+def refusing(error: OptionsError) -> Callable[..., Any]:
+    """What the backend hands Dynamo in place of a compiled graph when it refuses the options:
+    a function raising ``error`` again at every call, starting with the first. Raised inside
+    the backend, Dynamo would wrap it in its own ``BackendCompilerFailed``, which
+    ``except fxslots.OptionsError`` does not catch. Nothing runs before it raises."""
+    message = str(error)
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise OptionsError(message)  # a fresh one each call: no traceback piles up
+
+    return refuse
+
+
+def _names() -> list[str]:
+    return [f.name for f in dataclasses.fields(Options)]
+
+
+def _check_bounds(o: Options) -> None:
+    """Each bound names the option, the value and the range (docs/reliability.md, README)."""
+    if not 1 <= o.slots <= MAX_SLOTS:
+        raise OptionsError(
+            f"fxslots option 'slots' must be >= 1 and <= {MAX_SLOTS}, got {o.slots}: it is the "
+            f"number of microbatches in flight at once, each holding one arena")
+    a = o.alignment
+    if a < 16 or a & (a - 1) or a > MAX_ALIGNMENT:
+        raise OptionsError(
+            f"fxslots option 'alignment' must be a power of two >= 16 bytes and <= "
+            f"{MAX_ALIGNMENT} (2 MiB), got {a}")
+    limit = o.max_arena_bytes
+    if limit is not None and not 0 < limit <= MAX_ARENA_BYTES:
+        raise OptionsError(
+            f"fxslots option 'max_arena_bytes' must be positive and <= {MAX_ARENA_BYTES} "
+            f"(256 TiB), or None for no limit, got {limit}")
 
 
 _TYPES = {

@@ -5,8 +5,22 @@ from __future__ import annotations
 import copy
 
 import torch
+from torch import nn
 
 import fxslots
+
+
+class Net(nn.Module):
+    """Linear + tanh twice: saved activations in every layer, a (B, 8) -> (B, 8) map."""
+
+    def __init__(self, d: int = 8):
+        super().__init__()
+        torch.manual_seed(0)
+        self.a = nn.Linear(d, d)
+        self.b = nn.Linear(d, d)
+
+    def forward(self, x):
+        return torch.tanh(self.b(torch.tanh(self.a(x))))
 
 
 def schedule_fbfb(n):

@@ -8,6 +8,7 @@ need a GPU: see tests/test_cuda_reliability.py::test_mixed_devices_*.
 from __future__ import annotations
 
 import gc
+import time
 import warnings
 
 import pytest
@@ -17,19 +18,7 @@ from torch import nn
 import fxslots
 from fxslots import ArenaLimitError, OptionsError, SlotsExhaustedError
 from fxslots import backend as fxb
-
-
-class Net(nn.Module):
-    """Linear + tanh twice: saved activations in every layer, a (B, 8) -> (B, 8) map."""
-
-    def __init__(self, d: int = 8):
-        super().__init__()
-        torch.manual_seed(0)
-        self.a = nn.Linear(d, d)
-        self.b = nn.Linear(d, d)
-
-    def forward(self, x):
-        return torch.tanh(self.b(torch.tanh(self.a(x))))
+from tests.helpers import Net
 
 
 def rings():
@@ -263,8 +252,8 @@ def test_variant_beyond_arena_bound():
 
 
 def test_variant_beyond_dynamic_bound_recompiles_and_grows():
-    """A shape past the range Dynamo was told (mark_dynamic max) is a new variant; the arenas
-    grow to it and gradients stay right."""
+    """A shape past the range Dynamo was told (mark_dynamic max) is a new variant; the arena of
+    the slot it takes grows to it while microbatch 0 is in flight, and gradients stay right."""
     eager, model = Net(), Net()
     c = compiled(model, slots=2)
     xs = [batch(n, seed=n) for n in (4, 6, 40)]
@@ -272,7 +261,16 @@ def test_variant_beyond_dynamic_bound_recompiles_and_grows():
         torch._dynamo.mark_dynamic(x, 0, min=2, max=8)
     outs = [c(x) for x in xs[:2]]
     outs[1].sum().backward()
+    (ring,) = rings()
+    compiles, grown, sizes = fxslots.counters["compiles"], ring.grow_events, _slot_bytes(ring)
     out_big = c(xs[2])  # in flight with microbatch 0
+    assert fxslots.counters["compiles"] == compiles + 1, "batch 40 did not recompile"
+    (region,) = fxslots.regions()
+    assert len(region.live_variants()) == 2, "the new variant did not join the region"
+    big = max(lay.nbytes for v in region.live_variants() for lay in v.layouts.values())
+    assert big > max(sizes), "the batch-40 variant needs no more bytes than batch 6?"
+    assert ring.grow_events > grown and max(_slot_bytes(ring)) == big, (sizes, _slot_bytes(ring))
+    assert pending() == 2
     outs[0].sum().backward()
     out_big.sum().backward()
     run_fb(eager, xs[:2], [1])
@@ -280,7 +278,10 @@ def test_variant_beyond_dynamic_bound_recompiles_and_grows():
     eager(xs[0]).sum().backward()
     o.sum().backward()
     assert_same_grads(model, eager)
-    assert len([v for g in fxslots.regions() for v in g.live_variants()]) >= 2
+
+
+def _slot_bytes(ring) -> list[int]:
+    return [s.nbytes for s in ring.slots]
 
 
 def test_non_contiguous_inputs():
@@ -317,34 +318,61 @@ def test_zero_size_tensors():
 
 
 @pytest.mark.parametrize("options, words", [
-    ({"slotz": 2}, ["unknown option", "'slotz'", "valid options are"]),
+    ({"slotz": 2}, ["unknown option", "'slotz'", "valid options are ['slots'"]),
+    ("slots=2", ["must be a dict", "str 'slots=2'", "valid options are ['slots'"]),
+    (5, ["must be a dict", "int 5", "valid options are ['slots'"]),
+    ([("slots", 2)], ["must be a dict", "list"]),
     ({"slots": 0}, ["'slots'", ">= 1"]),
     ({"slots": True}, ["'slots'", "int", "bool"]),
     ({"slots": "2"}, ["'slots'", "int", "str"]),
+    ({"slots": 10**6}, ["'slots'", "<= 1024", "got 1000000"]),
+    ({"slots": 10**9}, ["'slots'", "<= 1024", "got 1000000000"]),
     ({"alignment": 24}, ["'alignment'", "power of two"]),
+    ({"alignment": 2**40}, ["'alignment'", "<= 2097152", "got 1099511627776"]),
     ({"max_arena_bytes": -1}, ["'max_arena_bytes'", "positive"]),
+    ({"max_arena_bytes": 2**60}, ["'max_arena_bytes'", "<= 281474976710656", "None"]),
     ({"on_capture_failure": "ignore"}, ["'on_capture_failure'", "'raise' or 'eager'"]),
-], ids=["unknown", "zero-slots", "bool-slots", "str-slots", "alignment", "negative-limit",
-        "capture-policy"])
+], ids=["unknown", "string", "int", "pairs", "zero-slots", "bool-slots", "str-slots",
+        "million-slots", "billion-slots", "alignment", "terabyte-alignment", "negative-limit",
+        "exabyte-limit", "capture-policy"])
 def test_unknown_or_bad_option(options, words):
+    """Each bad option is an OptionsError naming the option, the value and what is allowed:
+    from ``Options.parse`` at once, and through torch.compile at the first call (Dynamo calls
+    backends lazily), where ``except fxslots.OptionsError`` catches it; no ring, arena or
+    gradient exists afterwards, and the same model compiled with good options trains."""
     with pytest.raises(OptionsError) as ei:
         fxslots.Options.parse(options)
     for w in words:
         assert w in str(ei.value), (w, str(ei.value))
-    # Through torch.compile the error surfaces at the first call, before any slot exists.
-    model = Net()
+    model, eager = Net(), Net()
     c = torch.compile(model, backend="fxslots", options=options)
-    with pytest.raises(Exception) as ei:
-        c(batch())
-    cause = root_cause(ei.value)
-    assert isinstance(cause, OptionsError), repr(ei.value)
-    assert all(w in str(ei.value) for w in words), str(ei.value)
+    started = time.monotonic()
+    for _ in range(2):  # refused at every call, not only the first
+        with pytest.raises(OptionsError) as ei:
+            c(batch())
+        assert all(w in str(ei.value) for w in words), str(ei.value)
+    assert time.monotonic() - started < 60, "refusing took as long as running"
     assert rings() == [] and all(p.grad is None for p in model.parameters())
+    fxslots.reset()
+    run_fb(compiled(model, slots=2), [batch(seed=i) for i in range(2)], [1, 0])
+    run_fb(eager, [batch(seed=i) for i in range(2)], [1, 0])
+    assert_same_grads(model, eager)
 
 
 def test_mode_is_refused():
-    with pytest.raises(OptionsError, match="mode"):
-        fxb.fxslots_backend(None, [], mode="reduce-overhead")
+    """``mode=`` belongs to inductor; torch.compile passes it on to the backend."""
+    refuse = fxb.fxslots_backend(None, [], mode="reduce-overhead")
+    with pytest.raises(OptionsError, match="takes no mode="):
+        refuse(torch.randn(2))
+    model, eager = Net(), Net()
+    c = torch.compile(model, backend="fxslots", mode="reduce-overhead")
+    with pytest.raises(OptionsError, match="reduce-overhead"):
+        c(batch())
+    assert rings() == [] and all(p.grad is None for p in model.parameters())
+    fxslots.reset()
+    run_fb(compiled(model, slots=1), [batch()], [0])
+    run_fb(eager, [batch()], [0])
+    assert_same_grads(model, eager)
 
 
 def test_model_that_graph_breaks():
@@ -422,7 +450,7 @@ _FAIL = {"on": False}
 @torch.library.custom_op("fxslots_reliability::maybe_fail", mutates_args=())
 def _maybe_fail(x: torch.Tensor) -> torch.Tensor:
     if _FAIL["on"]:
-        raise ValueError("injected failure half-way through the forward")
+        raise ValueError("injected failure inside a compiled graph")
     return x.clone()
 
 
@@ -447,14 +475,65 @@ def test_exception_half_way_through_forward():
     c(x0).sum().backward()
     _FAIL["on"] = True
     try:
-        with pytest.raises(ValueError, match="injected failure"):
+        with pytest.raises(ValueError, match="injected failure") as ei:
             c(x1)
     finally:
         _FAIL["on"] = False
+    # ``ei`` keeps the exception, so its traceback keeps every frame of the failed forward and
+    # their views of the slot, as a logger or debugger holding the error would: the slot must
+    # be free anyway, given back explicitly, not when those views die.
+    assert ei.value.__traceback__ is not None
     assert pending() == 0, "the failed forward's slot was not released"
     c(x1).sum().backward()  # the next step works, with one slot
+    del ei
     eager(x0).sum().backward()
     eager(x1).sum().backward()
+    assert_same_grads(model, eager)
+
+
+@torch.library.custom_op("fxslots_reliability::mark", mutates_args=())
+def _mark(x: torch.Tensor) -> torch.Tensor:
+    return x.clone()
+
+
+@_mark.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+# The backward of ``mark`` runs maybe_fail, which raises at run time (when _FAIL is on) inside
+# the compiled backward graph.
+_mark.register_autograd(lambda ctx, g: _maybe_fail(g))
+
+
+def test_exception_inside_the_backward():
+    """An exception raised inside the compiled backward propagates unchanged; the slot is given
+    back at once, even while the caller keeps the exception (and through its traceback the
+    backward's arguments, views of the slot), and the next step works with one slot.
+    Retrying the failed backward raises autograd's own error, as in eager."""
+    class FailsBackward(Net):
+        def forward(self, x):
+            return torch.tanh(self.b(_mark(torch.tanh(self.a(x)))))
+
+    eager, model = FailsBackward(), FailsBackward()
+    c = compiled(model, slots=1, debug=True)
+    x0, x1, x2 = batch(seed=0), batch(seed=1), batch(seed=2)
+    c(x0).sum().backward()  # compiles the backward
+    out = c(x1)
+    _FAIL["on"] = True
+    try:
+        with pytest.raises(ValueError, match="injected failure") as ei:
+            out.sum().backward()
+    finally:
+        _FAIL["on"] = False
+    assert ei.value.__traceback__ is not None
+    assert pending() == 0, "the failed backward's slot was not released"
+    c(x2).sum().backward()  # the failed microbatch's output and its exception still live
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        out.sum().backward()
+    del ei, out
+    for x in (x0, x2):  # the failed backward accumulated nothing
+        eager(x).sum().backward()
     assert_same_grads(model, eager)
 
 
@@ -493,25 +572,58 @@ def test_debug_env_var_poisons_released_arenas(monkeypatch):
     assert bool((arena == 0xFF).all()), "FXSLOTS_DEBUG=1 did not poison the released arena"
 
 
+class Unfolds(nn.Module):
+    """Saves a self-overlapping unfold view, which no slot layout can hold."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.a = nn.Linear(8, 8)
+
+    def forward(self, x):
+        u = torch.tanh(self.a(x)).unfold(1, 4, 2)  # overlapping windows
+        return (u * u.exp()).sum(-1)
+
+
 def test_fallback_graph_still_trains():
-    """A graph fxslots cannot place (a self-overlapping saved view) falls back with a warning
-    and the gradients stay right; strict=True makes it an error."""
-    class Unfolds(nn.Module):
-        def __init__(self):
-            super().__init__()
-            torch.manual_seed(0)
-            self.a = nn.Linear(8, 8)
-
-        def forward(self, x):
-            u = torch.tanh(self.a(x)).unfold(1, 4, 2)  # overlapping windows
-            return (u * u.exp()).sum(-1)
-
-    eager, model = Unfolds(), Unfolds()
+    """A graph fxslots cannot place (a self-overlapping saved view) falls back with one warning
+    naming the tensor and the setting, takes no slot, and its gradients are aot_eager's."""
+    model, ref, eager = Unfolds(), Unfolds(), Unfolds()
     c = compiled(model, slots=1)
-    with warnings.catch_warnings(record=True):
+    c_ref = torch.compile(ref, backend="aot_eager")
+    xs = [batch(seed=i) for i in range(2)]
+    with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        outs = [c(batch(seed=i)) for i in range(2)]
+        outs = [c(x) for x in xs]  # two in flight with one slot: the fallback takes none
+    ours = [str(w.message) for w in caught if str(w.message).startswith("fxslots")]
+    assert len(ours) == 1, ours
+    assert "runs without slots" in ours[0] and "overlaps itself" in ours[0], ours[0]
+    assert "strict=True" in ours[0], ours[0]
+    assert fxslots.counters["fallbacks"] == 1
+    assert arenas() == [] and all(s.microbatch is None for r in rings() for s in r.slots)
     for o in outs:
         o.sum().backward()
-    run_fb(eager, [batch(seed=i) for i in range(2)], [0, 1])
+    run_fb(c_ref, xs, [0, 1])
+    run_fb(eager, xs, [0, 1])
+    assert_same_grads(model, ref, exact=True)
+    assert_same_grads(model, eager)
+
+
+def test_fallback_graph_with_strict_raises_and_training_goes_on():
+    """strict=True turns the fallback into UnsupportedGraphError at the first call (inside
+    Dynamo's BackendCompilerFailed: it is raised while compiling), before any slot exists; the
+    same model compiled without strict still trains like eager."""
+    model, eager = Unfolds(), Unfolds()
+    strict = compiled(model, slots=1, strict=True)
+    with pytest.raises(Exception) as ei:
+        strict(batch())
+    cause = root_cause(ei.value)
+    assert isinstance(cause, fxslots.UnsupportedGraphError), repr(ei.value)
+    assert "runs without slots" in str(cause) and "(strict=True)" in str(cause), str(cause)
+    assert arenas() == [] and all(p.grad is None for p in model.parameters())
+    fxslots.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the fallback warning, checked in the test above
+        run_fb(compiled(model, slots=1), [batch(seed=i) for i in range(2)], [1, 0])
+    run_fb(eager, [batch(seed=i) for i in range(2)], [1, 0])
     assert_same_grads(model, eager)

@@ -67,7 +67,7 @@ BAD_COMMAND_LINES = [
     (["examples.models:mlp", "--input", "4x16", "--offload", "bogus"],
      "fxslots option 'offload' must be 'none', 'all', 'auto', 'above:<bytes>', a budget of device bytes per slot (an int >= 0) or a predicate over a saved tensor, got 'bogus'"),
     (["examples.models:mlp", "--input", "4x16", "--slots", "0"],
-     "fxslots option 'slots' must be >= 1, got 0"),
+     "fxslots option 'slots' must be >= 1 and <= 1024, got 0"),
     (["examples.models:mlp", "--input", "4x16", "-o", "nope=1"], "unknown option(s) ['nope']"),
     (["examples.models:mlp"], "the following arguments are required: --input"),
 ]

@@ -5,10 +5,15 @@ Regenerate the snapshots with EXPECTTEST_ACCEPT=1 after an intended change, and 
 
 from __future__ import annotations
 
+import copy
+import re
+
+import sympy
 import torch
 from expecttest import assert_expected_inline
 
 import fxslots
+from fxslots.report import recording
 from examples.models import MLP, Attention, SplitViews as Aliasing
 from tests.helpers import assert_same, run, schedule_ffbb
 
@@ -24,7 +29,63 @@ def check_numerics(model, inputs, dynamic=None, **options):
 
 
 def explain(model, x, **kw):
-    return str(fxslots.explain(model, x, **kw))
+    """The report, after checking that every offset it prints is where the runtime puts it."""
+    report = str(fxslots.explain(model, x, **kw))
+    assert_offsets_are_the_runtime_views(model, x, report, **kw)
+    return report
+
+
+# The backward's placeholders that arrive as slot views: "read from slot: group 2 at byte 0",
+# "in the host arena, reloaded ahead of use: group 2 at host byte 0".
+_ANNOTATION = re.compile(r"^    (\w+): .*# (?:read from slot|in the host arena, [\w ]+): group \d+ "
+                         r"at (?:host )?byte (.+)$", re.M)
+
+
+def assert_offsets_are_the_runtime_views(model, x, report, dynamic=None, **options):
+    """The report's offsets are computed from plan fields. Check each against the tensor the
+    runtime built: compile the model again, run a forward, and read its saved tensors from the
+    autograd node (what the backward will read), as byte offsets into their slot's arenas."""
+    fxslots.reset()
+    c = torch.compile(copy.deepcopy(model), backend="fxslots",
+                      options={**options, "slots": 1}, dynamic=dynamic)
+    with recording() as records:
+        c(x.clone()).sum().backward()  # compiles the backward too
+        out = c(x.clone())
+    (record,) = records
+    saved = _saved_tensors(out)
+    assert len(saved) == len(record.saved.tensors), (len(saved), record.saved.tensors)
+    (layout,) = record.variant.layouts.values()  # one shape ran: its symbols' values
+    env = {sympy.Symbol(k): v for k, v in layout.key}
+    printed = {name: int(sympy.sympify(e).subs(env)) for name, e in _ANNOTATION.findall(report)}
+    (slot,) = [s for g in fxslots.regions() for s in g.ring.slots if s.pending()]
+    actual = {}
+    for meta, t in zip(record.saved.tensors, saved, strict=True):
+        base = t.untyped_storage().data_ptr()
+        if any(a is not None and base == a.data_ptr() for a in (slot.arena, slot.host_arena)):
+            actual[meta.name] = t.storage_offset() * t.element_size()
+    assert printed == actual, f"printed {printed}, built {actual}"
+    out.sum().backward()
+    fxslots.reset()
+
+
+def without_backward_body(report: str) -> str:
+    """The report without the backward graph's body (its placeholders stay)."""
+    head, rest = report.split("----- backward -----\n")
+    signature, body = rest.split("):\n", 1)
+    return head + "----- backward -----\n" + signature + "):\n    ...\n" + body[
+        body.index("----- plan -----"):]
+
+
+def _saved_tensors(out):
+    """What AOTAutograd saved for ``out``'s backward, in the forward graph's output order."""
+    todo, seen = [out.grad_fn], set()
+    while todo:
+        node = todo.pop()
+        if type(node).__name__.startswith("CompiledFunctionBackward"):
+            return (*node.saved_tensors, *getattr(node, "_tensors_no_vc_check", ()))
+        seen.add(node)
+        todo += [n for n, _ in node.next_functions if n is not None and n not in seen]
+    raise AssertionError("no compiled autograd node behind the output")
 
 
 class InPlaceInput(torch.nn.Module):
@@ -317,9 +378,45 @@ groups:
 arena bytes per slot: 512
 saved bytes in slot: 256, copy-free: 256
 bytes copied per forward: 0""")
-    plan = explain(model, xs[0], slots=2, partitioner="default", copy_free=False)
-    assert_expected_inline(plan.split("----- plan -----")[1], """\
-
+    # The backward graph is the one above; its placeholders (what the slot holds) are kept.
+    assert_expected_inline(without_backward_body(explain(
+        model, xs[0], slots=2, partitioner="default", copy_free=False)), """\
+===== graph 0 (v0 of region 0) =====
+----- forward (rewritten) -----
+def forward(
+    primals_1: f32[8, 16],
+    primals_2: f32[4, 8],
+    slot_mm: f32[4, 16] @ slot byte 0,
+    slot_getitem: f32[4, 8] @ slot byte 0,
+    slot_getitem_1: f32[4, 8] @ slot byte 32,
+    slot_t: f32[8, 4] @ slot byte 32,
+    slot_expand: f32[4, 8] @ slot byte 0,
+):
+    mm: f32[4, 16] = aten.mm(primals_2, primals_1)
+    copy__default = aten.copy_(slot_mm, mm)  # copied: slot bytes [0, 256) hold group 1
+    split = aten.split.Tensor(mm, 8, -1)
+    getitem: f32[4, 8] = getitem(split, 0)
+    getitem_1: f32[4, 8] = getitem(split, 1)
+    mul: f32[4, 8] = aten.mul.Tensor(getitem, getitem_1)
+    sum_1: f32[] = aten.sum(mul)
+    t: f32[8, 4] = aten.t(getitem_1)
+    slice_1: f32[1, 8] = aten.slice.Tensor(getitem, 0, 0, 1)
+    expand: f32[4, 8] = aten.expand(slice_1, [4, 8])
+    mm_1: f32[8, 8] = aten.mm(t, expand)
+    sum_2: f32[] = aten.sum(mm_1)
+    add: f32[] = aten.add.Tensor(sum_1, sum_2)
+    return [add, primals_2, slot_getitem, slot_getitem_1, slot_t, slot_expand]
+----- backward -----
+def backward(
+    primals_2: f32[4, 8],
+    getitem: f32[4, 8],  # read from slot: group 1 at byte 0
+    getitem_1: f32[4, 8],  # read from slot: group 1 at byte 32
+    t: f32[8, 4],  # read from slot: group 1 at byte 32
+    expand: f32[4, 8],  # read from slot: group 1 at byte 0
+    tangents_1: f32[],
+):
+    ...
+----- plan -----
 tensor     shape      stride   bytes  group  offset  write
 ---------  ---------  -------  -----  -----  ------  --------------------
 primals_2  f32[4, 8]  [8, 1]   128    g0     -       no slot
@@ -334,6 +431,82 @@ groups:
 arena bytes per slot: 512
 saved bytes in slot: 256, copy-free: 0
 bytes copied per forward: 256""")
+
+
+class StrideZeroSlice(torch.nn.Module):
+    """Saves ``h[:, :1].expand(B, 8)``: a stride-0 view of one column of a bigger tensor."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+        self.w = torch.nn.Parameter(torch.randn(8))
+
+    def forward(self, x):
+        h = self.lin(x)
+        return h[:, :1].expand(x.shape[0], 8) * self.w
+
+
+def test_a_stride_zero_member_is_copied_one_slice():
+    # The saved views cover only part of their storage, so the member is copied on its own;
+    # its expanded dimension holds one value: copy_ takes one slice of it (copy_ refuses a
+    # destination whose elements overlap), and the slot view carries the expanded layout.
+    torch.manual_seed(0)
+    model = StrideZeroSlice()
+    xs = [torch.randn(4, 8), torch.randn(4, 8)]
+    check_numerics(model, xs, partitioner="default")
+    assert_expected_inline(explain(model, xs[0], slots=2, partitioner="default"), """\
+===== graph 0 (v0 of region 0) =====
+----- forward (rewritten) -----
+def forward(
+    primals_1: f32[8, 8],
+    primals_2: f32[8],
+    primals_3: f32[4, 8],
+    primals_4: f32[8],
+    slot_expand: f32[4, 8] @ slot byte 0,
+):
+    t: f32[8, 8] = aten.t(primals_1)
+    addmm: f32[4, 8] = aten.addmm(primals_2, primals_3, t)
+    slice_1: f32[4, 1] = aten.slice.Tensor(addmm, 1, 0, 1)
+    expand: f32[4, 8] = aten.expand(slice_1, [4, 8])
+    slice_tensor = aten.slice.Tensor(expand, 1, 0, 1)
+    slice_tensor_1 = aten.slice.Tensor(slot_expand, 1, 0, 1)
+    copy__default = aten.copy_(slice_tensor_1, slice_tensor)  # copied: slot bytes [0, 100) hold group 2
+    mul: f32[4, 8] = aten.mul.Tensor(expand, primals_4)
+    return [mul, primals_3, primals_4, slot_expand]
+----- backward -----
+def backward(
+    primals_3: f32[4, 8],
+    primals_4: f32[8],
+    expand: f32[4, 8],  # read from slot: group 2 at byte 0
+    tangents_1: f32[4, 8],
+):
+    mul_1: f32[4, 8] = aten.mul.Tensor(tangents_1, expand)
+    mul_2: f32[4, 8] = aten.mul.Tensor(tangents_1, primals_4)
+    sum_1: f32[1, 8] = aten.sum.dim_IntList(mul_1, [0], True)
+    view: f32[8] = aten.view(sum_1, [8])
+    sum_2: f32[4, 1] = aten.sum.dim_IntList(mul_2, [1], True)
+    slice_backward: f32[4, 8] = aten.slice_backward(sum_2, [4, 8], 1, 0, 1, 1)
+    t_1: f32[8, 4] = aten.t(slice_backward)
+    mm: f32[8, 8] = aten.mm(t_1, primals_3)
+    t_2: f32[8, 8] = aten.t(mm)
+    sum_3: f32[1, 8] = aten.sum.dim_IntList(slice_backward, [0], True)
+    view_1: f32[8] = aten.view(sum_3, [8])
+    t_3: f32[8, 8] = aten.t(t_2)
+    return [t_3, view_1, None, view]
+----- plan -----
+tensor     shape      stride  bytes  group  offset  write
+---------  ---------  ------  -----  -----  ------  -------------
+primals_3  f32[4, 8]  [8, 1]  128    g0     -       no slot
+primals_4  f32[8]     [1]     32     g1     -       no slot
+expand     f32[4, 8]  [8, 0]  100    g2     0       copied (copy)
+
+groups:
+  g0: no slot   offset 0, 128 bytes  (user input: the caller owns it)
+  g1: no slot   offset 0, 32 bytes  (parameter or buffer: outlives every replay)
+  g2: copied    offset 0, 100 bytes  (saved views cover only part of addmm)
+arena bytes per slot: 512
+saved bytes in slot: 100, copy-free: 0
+bytes copied per forward: 16""")
 
 
 def test_dynamic_shapes_print_symbolic_offsets():

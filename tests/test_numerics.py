@@ -112,3 +112,4 @@ def test_recompute_leaves_ops_on_mutated_inputs_saved():
                                                                  (("F", 0, 0), ("B", 0))),
                     slots=1, dynamic=False, mutate_input=True, two_outputs=False,
                     options=(("recompute", "pointwise"),), seed=0))
+

@@ -144,6 +144,7 @@ def test_one_arena_group_needs_one_slot_count():
                                  lambda s: {"slots": 2 + s, "arena_group": "g"})
     with pytest.raises(Exception) as info:
         _steps(schedule, 1)
+    assert isinstance(_root(info.value), fxslots.OptionsError), repr(info.value)
     assert "regions of arena_group 'g' share one slot ring, so they need one option " \
            "'slots': this one has 3, the group 2" in str(_root(info.value))
 

@@ -17,7 +17,10 @@ def test_make_views_equals_one_set_per_view_with_runs_grouped():
     geometry = [(torch.float32, 0, (2, 3), (3, 1)), (torch.float32, 16, (2, 3), (3, 1)),
                 (torch.float32, 32, (2, 3), (3, 1)), (torch.float32, 40, (3, 2), (1, 3)),
                 (torch.int64, 100, (4,), (1,)), (torch.float32, 48, (2, 3), (3, 1)),
-                (torch.float32, 64, (2, 3), (3, 1)), (torch.float32, 64, (0, 3), (3, 1))]
+                (torch.float32, 64, (2, 3), (3, 1)), (torch.float32, 64, (0, 3), (3, 1)),
+                # equal shapes, but the third is not evenly spaced: it starts a run of its own
+                (torch.float32, 80, (2, 3), (3, 1)), (torch.float32, 96, (2, 3), (3, 1)),
+                (torch.float32, 120, (2, 3), (3, 1))]
     views = make_views(st, arena.device, geometry)
     for (dtype, off, shape, stride), v in zip(geometry, views, strict=True):
         ref = torch.empty(0, dtype=dtype).set_(st, off, shape, stride)
@@ -25,7 +28,7 @@ def test_make_views_equals_one_set_per_view_with_runs_grouped():
             (dtype, shape, stride, off)
         assert torch.equal(v, ref)
         assert v.untyped_storage().data_ptr() == arena.data_ptr()
-    assert [r[5] for r in view_runs(geometry)] == [3, 1, 1, 2, 1]
+    assert [r[5] for r in view_runs(geometry)] == [3, 1, 1, 2, 1, 2, 1]
 
 
 def test_ring_hands_out_free_slots_and_refuses_before_writing():

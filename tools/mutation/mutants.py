@@ -1,0 +1,316 @@
+"""The mutants: one broken rule each, as a text substitution in one file of the package.
+
+Each ``Mutant`` replaces ``old`` (which must occur exactly once in ``file``: the tool reports
+"anchor not found" or "anchor not unique" as its own failure, never as a survivor) with ``new``.
+``tests`` are the tests that ought to notice that rule broken; ``suite`` says where they run:
+"cpu" (CI) or "cuda" (``pytest -m cuda`` on a GPU machine). Keep anchors short: other branches
+edit these files, and a short anchor survives edits around it.
+
+The first group is the issue's own list (rules that used to break unnoticed); then one or more
+per invariant of DESIGN.md and docs/design.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    file: str
+    old: str
+    new: str
+    rule: str
+    suite: str  # "cpu" or "cuda"
+    tests: tuple[str, ...]
+
+
+RING = "fxslots/runtime/ring.py"
+VARIANT = "fxslots/runtime/variant.py"
+LAYOUT = "fxslots/runtime/layout.py"
+REGION = "fxslots/runtime/region.py"
+STREAMS = "fxslots/streams.py"
+OFFLOAD = "fxslots/passes/offload.py"
+EXECUTOR = "fxslots/runtime/cudagraphs/executor.py"
+POOL = "fxslots/runtime/cudagraphs/pool.py"
+PLAN = "fxslots/passes/plan.py"
+REWRITE = "fxslots/passes/rewrite.py"
+VERIFY = "fxslots/passes/verify.py"
+BACKEND = "fxslots/backend.py"
+OPTIONS = "fxslots/options.py"
+
+BAD = "tests/test_bad_inputs.py"
+STAND_IN = "tests/test_graph_executor_cpu.py"
+
+MUTANTS: tuple[Mutant, ...] = (
+    # ------------------------------------------------------------ the issue's list
+    Mutant("verify-checks-nothing", VERIFY,
+           "    checks = _check_placed(fw, saved, plan, num_fwd_outputs)\n",
+           "    return 0\n",
+           "verify_forward checks the rewrite's postconditions", "cpu",
+           ("tests/test_verify.py",)),
+    Mutant("always-fall-back", BACKEND,
+           "reason = unplaceable_reason(saved) or _device_reason(saved)",
+           "reason = 'mutant: every graph runs without slots'",
+           "a graph fxslots can place uses slots (no silent fallback)", "cpu",
+           ("tests/test_fuzz.py::test_grammar_coverage",
+            "tests/test_fuzz.py::test_fuzz_schedules_match_aot_eager_bitwise")),
+    Mutant("release-keeps-owner", RING,
+           "slot.owner = slot.host_owner = None",
+           "pass",
+           "release() gives the slot back at once, whoever still holds views of it", "cpu",
+           (f"{BAD}::test_exception_inside_the_backward",
+            f"{BAD}::test_exception_half_way_through_forward")),
+    Mutant("copied-views-ignore-storage-offset", PLAN,
+           "(offset + m.storage_offset * m.itemsize - g.byte_start)",
+           "(offset - g.byte_start)",
+           "a copied member's view sits at its own offset in the group", "cpu",
+           ("tests/test_golden.py::test_aliasing_views_share_one_placement",)),
+    # ------------------------------------------------------------ verify
+    Mutant("verify-allows-overlap", VERIFY,
+           "assert a + an <= b, f\"groups",
+           "assert True, f\"groups",
+           "verify_forward refuses overlapping groups", "cpu",
+           ("tests/test_verify.py",)),
+    Mutant("verify-allows-unplaced-output", VERIFY,
+           "assert _in_slot(node, written), (",
+           "assert True, (",
+           "verify_forward refuses a saved tensor that does not leave through its slot", "cpu",
+           ("tests/test_verify.py",)),
+    # ------------------------------------------------------------ slot ownership
+    Mutant("take-a-pending-slot", RING,
+           "free = [s for s in self.slots if not s.pending()]\n        if not free:\n"
+           "            # A dropped",
+           "free = list(self.slots)\n        if not free:\n            # A dropped",
+           "a forward never takes a slot whose backward has not run", "cpu",
+           (f"{BAD}::test_too_many_forwards_in_flight", "tests/test_runtime.py")),
+    Mutant("owns-any-owned-slot", RING,
+           "o is not None and cdata == o.cdata for o in",
+           "o is not None for o in",
+           "a backward finds the slot its own forward took", "cpu",
+           ("tests/test_fuzz.py::test_grammar_coverage", "tests/test_runtime.py")),
+    Mutant("no-lock-in-acquire", RING,
+           "        with self._lock:\n            if not self.slots:",
+           "        if True:\n            if not self.slots:",
+           "threads sharing a model never take the same slot (acquire is atomic)", "cpu",
+           ("tests/test_threads.py",)),
+    Mutant("pending-never-expires", RING,
+           "o is not None and not o.expired() for o in",
+           "o is not None for o in",
+           "a dropped microbatch's slot comes back when its views die", "cpu",
+           ("tests/test_runtime.py", "tests/test_fuzz.py::test_grammar_coverage")),
+    Mutant("no-collect-before-refusing", RING,
+           "            gc.collect()\n",
+           "            pass\n",
+           "a slot held only by a garbage cycle (create_graph) is collected before refusing",
+           "cpu", (f"{BAD}::test_create_graph_double_backward",)),
+    # ------------------------------------------------------------ release
+    Mutant("forward-exception-keeps-slot", VARIANT,
+           "        except BaseException:\n            self.ring.release(slot)\n",
+           "        except BaseException:\n            pass\n",
+           "a forward that raises gives its slot back", "cpu",
+           (f"{BAD}::test_exception_half_way_through_forward",)),
+    Mutant("backward-never-releases", VARIANT,
+           "if slot is not None and not _torch.keep_graph():",
+           "if False:",
+           "a backward (without retain_graph) gives its slot back", "cpu",
+           (f"{BAD}::test_exception_inside_the_backward",
+            f"{BAD}::test_backward_of_output_whose_slot_was_reused")),
+    # ------------------------------------------------------------ offsets and arena size
+    Mutant("arena-grows-too-little", RING,
+           "self._grow(slot, nbytes, variant)\n",
+           "self._grow(slot, nbytes // 2, variant)\n",
+           "an arena holds the largest variant that uses it", "cpu",
+           (f"{BAD}::test_variant_beyond_dynamic_bound_recompiles_and_grows",
+            "tests/test_backend.py::test_variants_share_one_ring_sized_by_the_largest")),
+    Mutant("view-runs-ignore-spacing", LAYOUT,
+           "if same and r[5] > 1 and off == r[1] + r[4] * r[5]:",
+           "if same and r[5] > 1:",
+           "views are built at their planned offsets (batched runs)", "cpu",
+           ("tests/test_runtime.py::test_make_views_equals_one_set_per_view_with_runs_grouped",
+            "tests/test_golden.py")),
+    Mutant("arena-limit-unchecked", RING,
+           "if limit is not None and nbytes > limit:",
+           "if False:",
+           "a variant over max_arena_bytes is refused before anything is written", "cpu",
+           (f"{BAD}::test_variant_beyond_arena_bound", "tests/test_runtime.py")),
+    Mutant("variants-do-not-share-a-ring", BACKEND,
+           "key = (frame, id(raw_options), opts)",
+           "key = (frame, id(raw_options), opts, len(state.regions))",
+           "variants of one frame share one ring, sized by the largest", "cpu",
+           ("tests/test_backend.py::test_variants_share_one_ring_sized_by_the_largest",)),
+    # ------------------------------------------------------------ copy placement
+    Mutant("user-output-written-in-place", PLAN,
+           "    if g.user_visible:\n        return Write.COPY",
+           "    if False:\n        return Write.COPY",
+           "a group a user output shares is copied into the slot, never written in place",
+           "cpu", (f"{BAD}::test_backward_of_output_whose_slot_was_reused",
+                   "tests/test_golden.py::test_in_place_update_of_an_input")),
+    Mutant("copy-returns-the-original", REWRITE,
+           "            outs[i] = replace[n.name]",
+           "            outs[i] = n",
+           "a copied group leaves the forward through its slot view", "cpu",
+           ("tests/test_golden.py::test_aliasing_views_share_one_placement",
+            "tests/test_verify.py")),
+    Mutant("stride-zero-copied-whole", REWRITE,
+           "            if st == 0:\n",
+           "            if False:\n",
+           "an expanded (stride-0) member is copied once, not into overlapping bytes", "cpu",
+           ("tests/test_golden.py::test_a_stride_zero_member_is_copied_one_slice",)),
+    # ------------------------------------------------------------ staging and write-back
+    Mutant("replay-skips-staging", EXECUTOR,
+           "        if cap.stage:  # one multi-tensor copy",
+           "        if False:  # one multi-tensor copy",
+           "a replay first copies the caller's inputs into the slot's staging", "cpu",
+           (f"{STAND_IN}::test_executor_matches_aot_eager",)),
+    Mutant("backward-skips-tangent-staging", EXECUTOR,
+           "        _torch.foreach_copy_(views, [args[i] for i in tangents])",
+           "        pass",
+           "a backward replay reads this call's tangents from the staging buffer", "cpu",
+           (f"{STAND_IN}::test_executor_matches_aot_eager",)),
+    Mutant("replay-skips-write-back", EXECUTOR,
+           "        _write_back(args, cap.writeback)\n",
+           "        pass\n",
+           "an input the graph mutates in its staged copy is written back to the caller", "cpu",
+           (f"{STAND_IN}::test_mutated_staged_input_reaches_the_caller",)),
+    Mutant("replay-ignores-moved-input", EXECUTOR,
+           "            if args[i].data_ptr() != ptr:",
+           "            if False:",
+           "a graph is not replayed once an input it points at moved", "cpu",
+           (f"{STAND_IN}::test_a_moved_parameter_is_captured_again",
+            "tests/test_accumulate.py::test_replaced_buffers_are_never_written_stale")),
+    # ------------------------------------------------------------ graph invalidation
+    Mutant("growth-keeps-stale-graphs", EXECUTOR,
+           "self._drop(lambda k: k.slot == slot)",
+           "pass",
+           "a slot whose arena grows drops every graph that pointed into it", "cpu",
+           (f"{STAND_IN}::test_a_bigger_variant_drops_the_graphs_of_the_slot_it_grows",)),
+    Mutant("growth-keeps-generation", RING,
+           "slot.generation += 1",
+           "slot.generation += 0",
+           "an arena that moves gets a new generation (capture keys go stale)", "cpu",
+           ("tests/test_runtime.py::test_arena_grows_for_a_bigger_variant_and_respects_the_limit",
+            f"{STAND_IN}::test_a_bigger_variant_drops_the_graphs_of_the_slot_it_grows")),
+    Mutant("model-death-keeps-arenas", REGION,
+           "and not r._anchors:\n                r.free()",
+           "and not r._anchors:\n                pass",
+           "a model's arenas are freed when the model dies", "cpu",
+           ("tests/test_runtime.py::test_deleting_the_model_frees_its_arenas",)),
+    # ------------------------------------------------------------ debug mode
+    Mutant("debug-release-does-not-poison", RING,
+           "            if self.options.debug:\n                _poison(slot)",
+           "            if False:\n                _poison(slot)",
+           "debug mode poisons a released arena", "cpu",
+           (f"{BAD}::test_debug_env_var_poisons_released_arenas",
+            "tests/test_runtime.py::test_debug_release_poisons_the_arena")),
+    Mutant("debug-poison-is-zero", RING,
+           "arena.fill_(0xFF)",
+           "arena.fill_(0)",
+           "the poison reads as NaN in every float format", "cpu",
+           ("tests/test_runtime.py::test_debug_release_poisons_the_arena",)),
+    Mutant("debug-replay-skips-owner-check", EXECUTOR,
+           "    if not slot.pending():\n        raise CaptureError(",
+           "    if False:\n        raise CaptureError(",
+           "debug mode refuses to replay into a slot no live microbatch holds", "cpu",
+           (f"{STAND_IN}::test_debug_refuses_a_replay_into_a_slot_nobody_holds",)),
+    # ------------------------------------------------------------ offload reload
+    Mutant("reload-ignores-group-start", STREAMS,
+           "m.storage_offset() - lo) for m in members]",
+           "m.storage_offset()) for m in members]",
+           "a reloaded member keeps its offset within its group", "cpu",
+           ("tests/test_numerics.py::test_offloaded_groups_reload_bitwise",)),
+    Mutant("backward-reads-the-host-arena", OFFLOAD,
+           "            if user is not handle:\n                user.replace_input_with(m, v)",
+           "            if user is not handle:\n                pass",
+           "offloaded groups are reloaded to the device before backward reads them", "cpu",
+           ("tests/test_offload.py::test_graphs_copy_on_side_streams_and_join_before_use",)),
+    # ------------------------------------------------------------ options
+    Mutant("slots-unbounded", OPTIONS,
+           "if not 1 <= o.slots <= MAX_SLOTS:",
+           "if not 1 <= o.slots:",
+           "'slots' has a documented upper bound", "cpu",
+           (f"{BAD}::test_unknown_or_bad_option",)),
+    Mutant("alignment-unbounded", OPTIONS,
+           "a & (a - 1) or a > MAX_ALIGNMENT:",
+           "a & (a - 1):",
+           "'alignment' has a documented upper bound", "cpu",
+           (f"{BAD}::test_unknown_or_bad_option",)),
+    Mutant("non-mapping-options-accepted", OPTIONS,
+           "if options is not None and not isinstance(options, Mapping):",
+           "if False:",
+           "options that are not a mapping are an OptionsError", "cpu",
+           (f"{BAD}::test_unknown_or_bad_option",)),
+    Mutant("bad-option-raised-while-compiling", BACKEND,
+           "        return refusing(e)",
+           "        raise",
+           "a bad option raises what `except fxslots.OptionsError` catches", "cpu",
+           (f"{BAD}::test_unknown_or_bad_option", "tests/test_backend.py")),
+    Mutant("arena-group-not-shared", BACKEND,
+           "= _joined(opts) or Region.new(name, opts)",
+           "= Region.new(name, opts)",
+           "regions of one arena group share one ring (a pipeline rank's stages)", "cpu",
+           ("tests/test_pipeline_schedules.py::test_one_shared_slot_fewer_runs_out",
+            "tests/test_pipeline_schedules.py::test_measured_arena_bytes_are_the_plans")),
+    Mutant("saved-tensors-donated", BACKEND,
+           "        _torch.declare_no_donated_buffers()\n",
+           "        pass\n",
+           "fxslots donates no saved tensor to its backward (retain_graph, create_graph run)",
+           "cpu", (f"{BAD}::test_create_graph_after_a_plain_backward",)),
+    # ------------------------------------------------------------ gradient accumulation
+    Mutant("accumulate-despite-hooks", "fxslots/_torch.py",
+           "and not grad.requires_grad and not param._backward_hooks",
+           "and not grad.requires_grad",
+           "a parameter with a hook gets its gradient through autograd, where the hook sees it",
+           "cpu", ("tests/test_accumulate.py::test_hooks_take_the_plain_backward",)),
+    Mutant("accumulated-gradients-also-returned", "fxslots/passes/accumulate.py",
+           "    for i in outputs:\n        outs[i] = None",
+           "    for i in outputs:\n        pass",
+           "a gradient added in the graph is not handed to autograd to add again", "cpu",
+           ("tests/test_accumulate.py::test_accumulation_in_the_graph_is_bitwise_eager",)),
+    Mutant("import-registers-the-backend", "fxslots/__init__.py",
+           "counters = state.counters\n",
+           "from torch._dynamo import register_backend as _register  # noqa: E402\n"
+           "from .backend import fxslots_backend as _backend  # noqa: E402\n"
+           "_register(name='fxslots')(_backend)\n"
+           "counters = state.counters\n",
+           "importing fxslots registers nothing: the entry point finds the backend", "cpu",
+           ("tests/test_backend.py::test_importing_fxslots_registers_nothing",)),
+    # ------------------------------------------------------------ GPU only
+    Mutant("host-arena-not-pinned", RING,
+           'pin_memory=slot.device.type == "cuda")',
+           "pin_memory=False)",
+           "the host arena is pinned on CUDA (asynchronous, capturable copies)", "cuda",
+           ("tests/test_cuda.py::test_offloaded_activations_match_eager_under_replay",)),
+    Mutant("one-model-on-two-devices", RING,
+           "            if slot.device != device:",
+           "            if False:",
+           "one compiled model keeps its slots on one device", "cuda",
+           ("tests/test_cuda_reliability.py::test_mixed_devices_one_model_moved_between_devices",)),
+    Mutant("pool-handle-reused-after-death", POOL,
+           "        if self.graphs == 0:\n            self.free()",
+           "        if False:\n            self.free()",
+           "a pool whose last graph died is never used again", "cuda",
+           ("tests/test_cuda_reliability.py::test_capture_after_every_graph_of_the_pool_died",)),
+    Mutant("failed-capture-not-recovered", POOL,
+           "    _torch.end_allocate_to_pool(index, pool.handle)\n    try:",
+           "    try:",
+           "a failed capture leaves the allocator as it was", "cuda",
+           ("tests/test_cuda_reliability.py::"
+            "test_failed_capture_leaves_everything_as_it_was_and_a_retry_succeeds",)),
+    Mutant("offload-copy-blocking", STREAMS,
+           "host.copy_(value, non_blocking=True)",
+           "host.copy_(value)",
+           "offload copies are asynchronous, so they can be captured", "cuda",
+           ("tests/test_cuda.py::test_offloaded_activations_match_eager_under_replay",)),
+    Mutant("offload-not-joined", STREAMS,
+           "    if event is not None:\n        torch.cuda.current_stream(value.device).wait_event",
+           "    if False:\n        torch.cuda.current_stream(value.device).wait_event",
+           "the compute stream joins a d2h copy before the device bytes are reused", "cuda",
+           ("tests/test_cuda.py::test_offload_stays_ordered_with_a_slow_side_stream",)),
+    Mutant("reload-not-joined", STREAMS,
+           "    if handle.event is not None:\n",
+           "    if False:\n",
+           "the compute stream joins a reload before the backward reads it", "cuda",
+           ("tests/test_cuda.py::test_offload_stays_ordered_with_a_slow_side_stream",)),
+)

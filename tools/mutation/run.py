@@ -1,0 +1,219 @@
+"""Apply each mutant of ``mutants.py`` to a copy of the repository and run its tests.
+
+    python3 tools/mutation/run.py                 # every CPU mutant, against its own tests
+    python3 tools/mutation/run.py --full          # ... against the whole CPU suite instead
+    python3 tools/mutation/run.py --suite cuda    # GPU mutants (on a GPU machine)
+    python3 tools/mutation/run.py --only NAME ... # some mutants
+    python3 tools/mutation/run.py --list          # the table, nothing run
+
+The repository (tracked files and untracked ones git does not ignore) is copied to a temporary
+directory once; each mutant rewrites one file there, runs ``python3 -m pytest -x`` on its tests
+with that copy first on PYTHONPATH (subprocesses started by the tests import the mutant too),
+and puts the file back. First the unmutated copy runs every selected test: a mutant is only
+"killed" if its tests pass without it.
+
+Results: "killed" (a test failed; the first one is named), "SURVIVED" (every test passed),
+"not run" (a GPU mutant without a GPU, or every test skipped). Tool errors, never counted as
+survivors: "ANCHOR NOT FOUND" / "ANCHOR NOT UNIQUE" (the mutated line changed: update the
+mutant), "BAD SELECTION" (pytest found no such test). Exit status: 0 when every mutant that ran
+was killed and the tool had no error, 1 when one survived, 2 on a tool error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+if __package__:
+    from .mutants import MUTANTS, Mutant
+else:  # run as a script
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from mutants import MUTANTS, Mutant
+
+ROOT = Path(__file__).resolve().parents[2]
+FULL_CPU_SUITE = ("tests",)  # README's `python3 -m pytest -q`: the whole suite, cuda skipped
+
+
+@dataclass
+class Outcome:
+    mutant: Mutant
+    result: str
+    killed_by: str = ""
+    seconds: float = 0.0
+    why: str = ""  # the first "E ..." line of the failure
+
+
+def copy_repo(dest: Path) -> None:
+    files = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=ROOT, check=True, capture_output=True).stdout.decode().split("\0")
+    for name in filter(None, files):
+        src = ROOT / name
+        if src.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+
+
+def anchor_problem(copy: Path, m: Mutant) -> str | None:
+    path = copy / m.file
+    if not path.is_file():
+        return f"ANCHOR NOT FOUND (no file {m.file})"
+    n = path.read_text().count(m.old)
+    return None if n == 1 else ("ANCHOR NOT FOUND" if n == 0 else f"ANCHOR NOT UNIQUE ({n}x)")
+
+
+def pytest(copy: Path, tests: tuple[str, ...], timeout: float) -> tuple[int, str]:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(copy)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]),
+        PYTHONDONTWRITEBYTECODE="1")
+    cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-rfE", "-p", "no:cacheprovider",
+           *tests]
+    try:
+        p = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True,
+                           timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        return -1, (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+    return p.returncode, p.stdout + p.stderr
+
+
+def classify(rc: int, out: str) -> tuple[str, str]:
+    """(result, first failing test) from pytest's exit status and output."""
+    if rc == -1:
+        return "killed", "(timed out)"
+    if rc < 0:  # a signal: faulthandler printed the crashing test's frame, innermost first
+        frame = re.search(r'File "[^"]*/(tests/[^"]+\.py)", line \d+ in (test_\w+)', out)
+        where = f"{frame.group(1)}::{frame.group(2)}" if frame else "a test"
+        return "killed", f"{where} (crashed: signal {-rc})"
+    if rc in (4, 5) or "ERROR: not found" in out:
+        return "BAD SELECTION", out.strip().splitlines()[-1] if out.strip() else ""
+    failed = re.search(r"^(?:FAILED|ERROR) (\S+)", out, re.M)
+    if rc == 0:
+        ran = re.search(r"(\d+) passed", out)
+        return ("SURVIVED", "") if ran else ("not run", "every test skipped")
+    return "killed", failed.group(1) if failed else f"(pytest exit {rc})"
+
+
+def check_import(copy: Path) -> None:
+    """The copy's fxslots is the one the tests import, or nothing here means anything."""
+    env = dict(os.environ, PYTHONPATH=str(copy))
+    where = subprocess.run([sys.executable, "-c", "import fxslots; print(fxslots.__file__)"],
+                           cwd=copy, env=env, capture_output=True, text=True).stdout.strip()
+    if not where.startswith(str(copy)):
+        sys.exit(f"mutation: the copy's tests import fxslots from {where!r}, not {copy}")
+
+
+def has_gpu() -> bool:
+    code = "import torch; print(torch.cuda.is_available())"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True,
+                          text=True).stdout.strip() == "True"
+
+
+def run_one(copy: Path, m: Mutant, tests: tuple[str, ...], timeout: float) -> Outcome:
+    path = copy / m.file
+    original = path.read_text()
+    path.write_text(original.replace(m.old, m.new, 1))
+    start = time.monotonic()
+    try:
+        rc, out = pytest(copy, tests, timeout)
+    finally:
+        path.write_text(original)
+    result, by = classify(rc, out)
+    why = next((line[1:].strip() for line in out.splitlines() if line.startswith("E ")), "")
+    return Outcome(m, result, by, time.monotonic() - start, why[:160])
+
+
+def table(outcomes: list[Outcome], markdown: bool) -> str:
+    rows = [(o.mutant.name, o.mutant.rule, o.mutant.suite, o.result, o.killed_by,
+             f"{o.seconds:.0f}s" if o.seconds else "") for o in outcomes]
+    head = ("mutant", "rule", "suite", "result", "killed by", "time")
+    if markdown:
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines += ["| " + " | ".join(f"`{c}`" if i in (0, 4) and c else c
+                                    for i, c in enumerate(r)) + " |" for r in rows]
+        return "\n".join(lines)
+    widths = [min(max(len(str(r[i])) for r in rows + [head]), 70) for i in range(len(head))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return "\n".join(fmt.format(*(str(c)[:70] for c in r)) for r in [head] + rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--suite", choices=["cpu", "cuda", "all"], default="cpu")
+    ap.add_argument("--only", nargs="+", metavar="NAME", help="run these mutants only")
+    ap.add_argument("--full", action="store_true",
+                    help="run the whole CPU suite (README's command) against each mutant")
+    ap.add_argument("--list", action="store_true", help="print the mutants and exit")
+    ap.add_argument("--markdown", action="store_true", help="print the table as markdown")
+    ap.add_argument("--no-baseline", action="store_true",
+                    help="skip the unmutated run of the selected tests")
+    ap.add_argument("--timeout", type=float, default=900, help="seconds per pytest run")
+    args = ap.parse_args(argv)
+
+    chosen = [m for m in MUTANTS if args.suite in ("all", m.suite)]
+    if args.only:
+        unknown = set(args.only) - {m.name for m in MUTANTS}
+        if unknown:
+            ap.error(f"no mutant named {sorted(unknown)}")
+        chosen = [m for m in MUTANTS if m.name in args.only]
+    if args.list:
+        print(table([Outcome(m, "", ", ".join(m.tests)) for m in chosen], args.markdown))
+        return 0
+    gpu = has_gpu()
+    with tempfile.TemporaryDirectory(prefix="fxslots-mutation-") as tmp:
+        copy = Path(tmp) / "repo"
+        copy_repo(copy)
+        check_import(copy)
+        return _run_all(copy, chosen, gpu, args)
+
+
+def _selection(m: Mutant, full: bool) -> tuple[str, ...]:
+    return FULL_CPU_SUITE if full and m.suite == "cpu" else m.tests
+
+
+def _run_all(copy: Path, chosen: list[Mutant], gpu: bool, args) -> int:
+    outcomes: list[Outcome] = []
+    runnable = []
+    for m in chosen:
+        problem = anchor_problem(copy, m)
+        if problem:
+            outcomes.append(Outcome(m, problem))
+        elif m.suite == "cuda" and not gpu:
+            outcomes.append(Outcome(m, "not run", "needs a GPU"))
+        else:
+            runnable.append(m)
+    if runnable and not args.no_baseline:
+        tests = tuple(dict.fromkeys(t for m in runnable for t in _selection(m, args.full)))
+        print(f"baseline: {len(tests)} test selections on the unmutated copy ...", flush=True)
+        rc, out = pytest(copy, tests, args.timeout * 4)
+        if rc != 0:
+            print(out[-4000:])
+            sys.exit("mutation: the unmutated copy fails its tests; fix the suite first")
+    for m in runnable:
+        print(f"{m.name} ...", end=" ", flush=True)
+        o = run_one(copy, m, _selection(m, args.full), args.timeout)
+        print(o.result, o.killed_by, f"({o.seconds:.0f}s)", flush=True)
+        if o.why:
+            print(f"    {o.why}", flush=True)
+        outcomes.append(o)
+    order = {m.name: i for i, m in enumerate(MUTANTS)}
+    outcomes.sort(key=lambda o: order[o.mutant.name])
+    print()
+    print(table(outcomes, args.markdown))
+    errors = [o for o in outcomes if o.result.isupper() and o.result != "SURVIVED"]
+    survived = [o for o in outcomes if o.result == "SURVIVED"]
+    killed = sum(o.result == "killed" for o in outcomes)
+    print(f"\n{killed} killed, {len(survived)} survived, {len(errors)} tool errors, "
+          f"{sum(o.result == 'not run' for o in outcomes)} not run")
+    return 2 if errors else 1 if survived else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
