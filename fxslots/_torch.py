@@ -48,6 +48,13 @@ __all__ = [
     "schedule_stages",
     "schedule_microbatches",
     "declare_no_donated_buffers",
+    "schema_of",
+    "inductor_decompositions",
+    "inductor_joint_passes",
+    "inductor_compile",
+    "inductor_output_code",
+    "inductor_falls_back",
+    "tracing_fake_mode",
 ]
 
 
@@ -227,3 +234,63 @@ def declare_no_donated_buffers() -> None:
     donated = getattr(getattr(ctx, "fw_metadata", None), "bw_donated_idxs", None)
     if donated:
         donated.clear()
+
+
+def schema_of(op: Any) -> Any:
+    """The ``FunctionSchema`` of an operator overload."""
+    return op._schema
+
+
+# Inductor, for options={"kernels": "inductor"}. Its entry points are private and have moved
+# between releases; these wrappers take what torch 2.11 to 2.14 offer.
+
+def inductor_decompositions() -> dict[Any, Callable[..., Any]]:
+    """The decompositions ``torch.compile``'s default backend traces with (Inductor refuses,
+    say, ``aten.gelu``: it has a decomposition, so no fallback)."""
+    from torch._inductor.decomposition import select_decomp_table
+
+    return select_decomp_table()
+
+
+def inductor_joint_passes(joint: Any) -> Any:
+    """Inductor's passes over the joint graph, as its own partition function runs them."""
+    from torch._inductor import compile_fx
+    from torch._inductor.virtualized import V
+
+    # Some passes (the random-op rewrite) make tensors under the compile's fake mode, which
+    # torch.compile's default backend installs around partitioning.
+    with V.set_fake_mode(tracing_fake_mode()):
+        out = compile_fx._recursive_joint_graph_passes(joint, skip_invoke_subgraph=True)
+    return joint if out is None else out  # some releases rewrite in place and return None
+
+
+def inductor_compile(gm: Any, example_inputs: list[Any], *, static_input_idxs: list[int],
+                     is_backward: bool = False, is_inference: bool = False) -> Any:
+    """Inductor's compile of one already-partitioned graph, with its own CUDA graphs off
+    (fxslots captures). The result takes its arguments as one list, which it empties."""
+    from torch._inductor import compile_fx, config
+    from torch._inductor.utils import BoxedBool
+
+    with config.patch({"triton.cudagraphs": False}):
+        return compile_fx.compile_fx_inner(
+            gm, example_inputs, cudagraphs=BoxedBool(False),
+            static_input_idxs=static_input_idxs, is_backward=is_backward,
+            is_inference=is_inference)
+
+
+def inductor_output_code(compiled: Any) -> str:
+    """The Python wrapper and kernel sources Inductor generated for one graph."""
+    return getattr(compiled, "source_code", None) or ""
+
+
+def inductor_falls_back(op: Any) -> bool:
+    """Whether Inductor runs ``op`` as an ATen call (a fallback), not a kernel of its own."""
+    from torch._inductor import lowering
+
+    return op in lowering.fallbacks or op not in lowering.lowerings
+
+
+def tracing_fake_mode() -> Any:
+    """The FakeTensorMode of the compile in progress (its ShapeEnv holds the shape symbols)."""
+    ctx = torch._guards.TracingContext.try_get()
+    return None if ctx is None else ctx.fake_mode

@@ -12,7 +12,7 @@ from typing import Any, Callable
 import torch
 import torch.fx as fx
 
-from . import _torch, state
+from . import _torch, kernels, state
 from .errors import OptionsError
 from .fallback import fall_back
 from .options import Options, refusing
@@ -64,6 +64,7 @@ def fxslots_backend(gm: fx.GraphModule, example_inputs: list[Any], *,
         inference_compiler=compiler.compile_inference,
         partition_fn=compiler.partition,
         keep_inference_input_mutations=True,
+        decompositions=kernels.decompositions(opts),
     )(gm, example_inputs)
 
 
@@ -119,8 +120,8 @@ class _Compiler:
         if self.options.recompute != "none":
             observe("tag_recompute", tag_recompute, joint, RECOMPUTE[self.options.recompute],
                     summary=lambda n: f"{n} forward ops to recompute ({self.options.recompute})")
-        fw, bw = PARTITIONERS[self.options.partitioner](
-            joint, joint_inputs, num_fwd_outputs=num_fwd_outputs, **kwargs)
+        fw, bw = kernels.partition(self.options, PARTITIONERS[self.options.partitioner],
+                                   joint, joint_inputs, num_fwd_outputs=num_fwd_outputs, **kwargs)
         if joint_inputs is not None and len(joint_inputs) == 0:
             return fw, bw  # a nested region's subgraph: the outer graph owns the slots
         self.num_fwd_outputs = num_fwd_outputs
@@ -130,7 +131,8 @@ class _Compiler:
 
     def compile_inference(self, gm: fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
         state.counters["inference_graphs"] += 1
-        return boxed(lambda args: gm(*args))
+        run = self._kernels_for(gm, example_inputs, "an inference graph", is_inference=True)
+        return boxed(lambda args: run(*args))
 
     def compile_forward(self, fw: fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
         """collect -> plan -> rewrite -> verify; or fall back, with the reason, to no slots."""
@@ -148,7 +150,7 @@ class _Compiler:
         self.caps = caps_for(device, self.options.link_bandwidth)
         plan, reason = self._plan(fw, saved, static, graphs, binder)
         if plan is None:
-            return self._fall_back(fw, saved, before, reason)
+            return self._fall_back(fw, saved, before, reason, example_inputs)
         observe("rewrite_forward", rewrite_forward, fw, saved, plan, self.num_fwd_outputs,
                 graph=fw, summary=lambda n: f"{n} nodes changed or added")
         observe("verify_forward", verify_forward, fw, saved, plan, self.num_fwd_outputs,
@@ -157,10 +159,13 @@ class _Compiler:
             observe("schedule_offload", schedule_offload, fw, self.caps, graph=fw,
                     summary=lambda n: f"{n} device-to-host copies joined where they end")
         self.variant = self._variant(fw, plan, binder, device, graphs, static, example_inputs)
+        findings = self._inductor_forward(fw, example_inputs, static)
+        plan = self.variant.plan  # as Inductor's code writes the slot, when it compiled
         self.slotted_saved = {t.name for t in saved.tensors
                               if plan.placement(t.group).write is not Write.NONE}
         self.record = state.record(CompiledGraphs(
-            self.variant, saved, plan, before, format_graph(fw), forward_lines=graph_lines(fw)))
+            self.variant, saved, plan, before, format_graph(fw), forward_lines=graph_lines(fw),
+            kernels=findings))
         _torch.trace_artifact("fxslots_plan", lambda: plan_to_json(saved, plan), "json")
         _torch.trace_artifact("fxslots_forward", lambda: self.record.forward_after)
         return boxed(self.variant.forward)
@@ -195,12 +200,30 @@ class _Compiler:
                           f"graph's inputs at run time")
         return plan, None
 
-    def _fall_back(self, fw, saved, before, reason) -> Callable[..., Any]:
+    def _inductor_forward(self, fw, example_inputs, static) -> tuple[str, ...]:
+        if self.options.kernels != "inductor":
+            return ()
+        done = kernels.compile_forward(self.variant, fw, example_inputs, static,
+                                       self.num_fwd_outputs, self.options)
+        if done is None:
+            return ("Inductor could not compile this forward: it runs with ATen kernels",)
+        self.variant.forward_kernel, self.variant.plan = done.run, done.plan
+        return done.findings
+
+    def _kernels_for(self, gm, example_inputs, what, **kw) -> Callable[..., Any]:
+        """``gm`` compiled by Inductor when it compiles (else, or if it fails, ``gm``)."""
+        run = None
+        if self.options.kernels == "inductor":
+            run = kernels.compile_graph(gm, example_inputs, what, self.options, **kw)
+        return run or gm
+
+    def _fall_back(self, fw, saved, before, reason, example_inputs) -> Callable[..., Any]:
         fall_back(reason, self.options.strict)
         self.record = state.record(CompiledGraphs(None, saved, None, before, before,
                                                   fallback=reason, forward_lines=graph_lines(fw)))
         _torch.trace_artifact("fxslots_forward", lambda: f"runs without slots: {reason}\n{before}")
-        return boxed(lambda args: fw(*args))
+        run = self._kernels_for(fw, example_inputs, "a forward graph without slots")
+        return boxed(lambda args: run(*args))
 
     def compile_backward(self, bw: fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
         if self.variant is not None:
@@ -215,13 +238,21 @@ class _Compiler:
             self.record.backward_lines = graph_lines(bw)
         _torch.trace_artifact("fxslots_backward", lambda: text)
         variant = self.variant
+        run = self._kernels_for(bw, example_inputs, "the backward graph of "
+                             + (variant.name if variant is not None else "a graph without slots"),
+                             is_backward=True)
         if variant is None:  # this graph fell back: no slots
-            return boxed(lambda args: bw(*args))
+            return boxed(lambda args: run(*args))
         variant.backward_graph = bw
+        variant.backward_kernel = run if run is not bw else None
         names = [p.name for p in bw.graph.find_nodes(op="placeholder")]
         readable = [i for i, n in enumerate(names) if n in self.slotted_saved]
         variant.saved_arg_index = readable[0] if readable else None
         variant.accumulate = _accumulate(bw, self.static_inputs, self.options)
+        if variant.accumulate is not None and self.options.kernels == "inductor":
+            variant.accumulate = kernels.compile_accumulate(
+                variant.accumulate, example_inputs,
+                f"the accumulating backward graph of {variant.name}", self.options)
         log.info("compile_backward: %s reads %d saved tensors from its slot", variant.name,
                  len(readable))
         return boxed(variant.backward)

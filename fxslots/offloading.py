@@ -12,8 +12,10 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import sympy
+import torch
 import torch.fx as fx
 
+from . import _torch
 from .costs import DeviceCaps, graph_seconds
 from .passes.plan import copied_whole
 from .schemas import SavedSet, Source
@@ -29,6 +31,7 @@ class OffloadContext:
     forward_seconds: float
     backward_seconds: float
     produced_at: dict[int, float]  # group -> estimated forward time when its producer ends
+    sizes: dict[int, int]  # group -> bytes at the shape being compiled (its size hints)
 
     @classmethod
     def of(cls, saved: SavedSet, fw: fx.GraphModule, bw: fx.GraphModule,
@@ -41,7 +44,22 @@ class OffloadContext:
             if n.name in owner:
                 produced.setdefault(owner[n.name], t)
         back = sum(s for _, s in graph_seconds(bw, caps))
-        return cls(caps, t, back, produced)
+        hints = _hints(fw)
+        sizes = {g.id: int(g.nbytes.xreplace(hints)) if g.nbytes.free_symbols <= set(hints)
+                 else group_bytes(saved, g.nbytes, largest=True) for g in saved.groups}
+        return cls(caps, t, back, produced, sizes)
+
+
+def _hints(fw: fx.GraphModule) -> dict:
+    """Each shape symbol of the forward's inputs at the value it was compiled for."""
+    env = {}
+    for p in fw.graph.find_nodes(op="placeholder"):
+        v = p.meta.get("val")
+        for x in (v.shape if isinstance(v, torch.Tensor) else [v]):
+            sym = _torch.symbol_of(x)
+            if sym is not None:
+                env[sym] = sympy.Integer(_torch.size_hint(x))
+    return env
 
 
 def offloadable(saved: SavedSet) -> list:
@@ -86,8 +104,7 @@ def offload_above(saved: SavedSet, arg: Any, ctx: OffloadContext) -> Decisions:
 
 def offload_budget(saved: SavedSet, arg: Any, ctx: OffloadContext) -> Decisions:
     """Offload the largest groups until the device saved bytes per slot fit ``arg``."""
-    sizes = {g.id: group_bytes(saved, g.nbytes, largest=True) for g in saved.groups
-             if g.source is Source.INTERMEDIATE}
+    sizes = {g.id: ctx.sizes[g.id] for g in saved.groups if g.source is Source.INTERMEDIATE}
     device = sum(sizes.values())
     out = {}
     for g in sorted(offloadable(saved), key=lambda g: -sizes[g.id]):
@@ -106,7 +123,7 @@ def offload_auto(saved: SavedSet, arg: Any, ctx: OffloadContext) -> Decisions:
     link, free, moved, out = ctx.caps.link, 0.0, 0, {}
     room = ctx.backward_seconds * link
     for g in sorted(offloadable(saved), key=lambda g: ctx.produced_at.get(g.id, 0.0)):
-        n = group_bytes(saved, g.nbytes)
+        n = ctx.sizes[g.id]
         start = max(free, ctx.produced_at.get(g.id, 0.0))
         end = start + n / link
         what = f"{_mib(n)}, {n / link * 1e3:.3f} ms at {link / 1e9:.0f} GB/s"

@@ -69,6 +69,9 @@ class Options:
     arena_group: str | None = None
     """Compiled regions with the same group name share one slot ring and staging buffer (their
     frames are never live at once beyond ``slots``); ``fxslots.pipelining`` names one per rank."""
+    kernels: str = "aten"
+    """Who runs the rewritten graphs: "aten" (ATen kernels, one per op) or "inductor" (Inductor
+    compiles them; saved values are stored into the slot by its kernels)."""
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -87,6 +90,7 @@ class Options:
         for name, valid in (("recompute", sorted(RECOMPUTE)),
                             ("partitioner", sorted(PARTITIONERS)),
                             ("grad_accumulation", ("graph", "autograd")),
+                            ("kernels", ("aten", "inductor")),
                             ("on_capture_failure", ("raise", "eager"))):
             if getattr(self, name) not in valid:
                 # Registries (lists) may grow: list them; fixed pairs read as a choice.
@@ -164,6 +168,7 @@ _TYPES = {
     "recompute": (str,),
     "grad_accumulation": (str,),
     "arena_group": (str, type(None)),
+    "kernels": (str,),
 }
 
 

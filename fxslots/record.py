@@ -48,3 +48,4 @@ class CompiledGraphs:
     fallback: str | None = None
     forward_lines: tuple[GraphLine, ...] = ()
     backward_lines: tuple[GraphLine, ...] = ()
+    kernels: tuple[str, ...] = ()  # kernels="inductor": who writes each group's slot bytes

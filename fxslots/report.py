@@ -36,6 +36,9 @@ class Report:
             if g.plan is not None:
                 parts.append("----- plan -----")
                 parts.append(format_plan(g.saved, g.plan))
+            if g.kernels:  # kernels="inductor": who writes each group's slot bytes
+                parts.append("----- Inductor's slot writes (read from its code) -----")
+                parts.extend(g.kernels)
         return "\n".join(parts)
 
     @property

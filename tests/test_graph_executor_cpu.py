@@ -49,19 +49,22 @@ class _StandInCapturer:
         pass
 
     def capture(self, gm, args):
+        # A GraphModule, or Inductor's compiled code (kernels="inductor"), run as one call.
+        run = gm if not isinstance(gm, torch.fx.GraphModule) else (
+            lambda *a: torch.fx.Interpreter(gm).run(*a))
         storages = {a.untyped_storage().data_ptr(): a.untyped_storage() for a in args
                     if isinstance(a, torch.Tensor)}
         before = [(b, b.clone()) for b in (torch.empty(0, dtype=torch.uint8).set_(st)
                                            for st in storages.values())]
         rng = torch.get_rng_state()  # nor does it draw random numbers: replays do
-        outs = torch.fx.Interpreter(gm).run(*args)
+        outs = run(*args)
         torch.set_rng_state(rng)
         for b, saved in before:  # bytes, under the tensors: no version bump, as in a capture
             b.copy_(saved)
         # A real graph keeps addresses, not tensors: neither may the stand-in, or it would keep
         # a forward's alias (and so its slot) alive, which the real thing never does.
         fixed = [_unowned(a) for a in args]
-        graph = _StandInGraph(lambda: torch.fx.Interpreter(gm).run(*fixed),
+        graph = _StandInGraph(lambda: run(*fixed),
                               [_unowned(o) for o in outs])
         # ... except its pool: outputs outside the slot arenas stay reserved, as pool memory.
         arenas = {a.data_ptr() for g in fxslots.regions() for sl in g.ring.slots

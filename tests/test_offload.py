@@ -102,3 +102,17 @@ def test_offloaded_groups_leave_the_device_arena():
 def test_bad_offload_option_names_the_forms():
     with pytest.raises(fxslots.OptionsError, match="'auto', 'above:<bytes>', a budget"):
         fxslots.Options(offload="some")
+
+
+def test_dynamic_shapes_are_sized_at_the_shape_compiled():
+    """A budget and auto weigh a group at the shape being compiled, not at the smallest one
+    the symbols allow (the H200 run found a budget that offloaded nothing under dynamic=True)."""
+    cfg = SIZES["llama-tiny"]
+    args = batch(cfg, 2, 32)
+    static = int(_plan(Llama(cfg), args).plan.slot_bytes)
+    fxslots.reset()
+    g = _plan(Llama(cfg), args, dynamic=True, offload=static // 2)
+    assert g.plan.offloaded_bytes != 0
+    fxslots.reset()
+    slow = _plan(Llama(cfg), args, dynamic=True, offload="auto", link_bandwidth=1.0)
+    assert slow.plan.offloaded_bytes == 0

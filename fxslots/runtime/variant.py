@@ -43,6 +43,7 @@ class Accumulate:
 
     indices: tuple[int, ...]  # forward arguments (= backward outputs) that are parameters
     graph: Callable[..., Any]  # the backward graph that takes their buffers, last
+    kernel: Callable[..., Any] | None = None  # Inductor's code for it (kernels="inductor")
 
 
 @dataclass
@@ -62,6 +63,18 @@ class Variant:
     accumulate: Accumulate | None = None
     layouts: dict[tuple, ViewLayout] = field(default_factory=dict)
     _params: dict[int, tuple] = field(default_factory=dict)  # per slot: its forward's params
+    # kernels="inductor": Inductor's compiled graphs; the GraphModules above stay for analysis,
+    # printing, and as what runs when Inductor could not compile one.
+    forward_kernel: Callable[..., Any] | None = None
+    backward_kernel: Callable[..., Any] | None = None
+
+    def runner(self, direction: Direction, accumulate: bool = False) -> Callable[..., Any]:
+        """What runs a graph: Inductor's code for it when there is, else its GraphModule."""
+        if direction is Direction.FORWARD:
+            return self.forward_kernel or self.forward_graph
+        if accumulate:
+            return self.accumulate.kernel or self.accumulate.graph
+        return self.backward_kernel or self.backward_graph
 
     @property
     def ring(self) -> SlotRing:
@@ -126,13 +139,13 @@ class EagerExecutor:
     def forward(self, variant: Variant, slot: Slot | None, args: list[Any],
                 layout: ViewLayout | None, aliases: tuple[Any, Any]) -> Any:
         views = [] if layout is None else slot_views(layout, aliases, variant.device)
-        return variant.forward_graph(*args, *views)
+        return variant.runner(Direction.FORWARD)(*args, *views)
 
     def backward(self, variant: Variant, slot: Slot | None, args: list[Any],
                  grads: list[torch.Tensor] | None) -> Any:
         if grads is None:
-            return variant.backward_graph(*args)
-        return variant.accumulate.graph(*args, *grads)
+            return variant.runner(Direction.BACKWARD)(*args)
+        return variant.runner(Direction.BACKWARD, True)(*args, *grads)
 
 
 def boxed(fn: Callable[[list[Any]], Any]) -> Callable[[list[Any]], Any]:

@@ -54,7 +54,7 @@ class GraphExecutor:
         self.outputs = variant.region.outputs
         self.capturer = CudaCapturer(variant.device)
         self.graphs: dict[CaptureKey, Captured] = {}
-        self.warm: set[Direction] = set()
+        self.warm: set[tuple[Direction, bool]] = set()  # graphs run once uncaptured
         self.uncaptured: set[CaptureKey] = set()
         placeholders = list(variant.forward_graph.graph.find_nodes(op="placeholder"))
         names = [p.name for p in placeholders]
@@ -85,7 +85,7 @@ class GraphExecutor:
     def forward(self, variant: Variant, slot: Slot | None, args: list[Any], layout,
                 aliases: tuple[Any, Any]) -> Any:
         if slot is None:  # nothing to save and nothing to stage: no graph needed
-            return variant.forward_graph(*args)
+            return variant.runner(Direction.FORWARD)(*args)
         key = CaptureKey(Direction.FORWARD, slot.index, slot.generation, 0, layout.key)
         cap = self.graphs.get(key)
         if cap is not None and self._replay(cap, args, slot):
@@ -104,7 +104,7 @@ class GraphExecutor:
     def backward(self, variant: Variant, slot: Slot | None, args: list[Any],
                  grads: list[torch.Tensor] | None) -> Any:
         if slot is None:
-            return variant.backward_graph(*args)
+            return variant.runner(Direction.BACKWARD)(*args)
         if self._tangents is None:
             self._tangents = _torch.tangent_indices(variant.backward_graph)
         tangents = [i for i in self._tangents if isinstance(args[i], torch.Tensor)]
@@ -149,11 +149,11 @@ class GraphExecutor:
 
     def _first_runs(self, variant, slot, key, gargs, stage, nargs, aliases) -> Any:
         """Warm up (once per direction), else capture and replay; or run uncaptured."""
-        gm = (variant.forward_graph if key.direction is Direction.FORWARD
-              else variant.accumulate.graph if key.accumulate else variant.backward_graph)
-        if key.direction not in self.warm or key in self.uncaptured:
-            # Lazy initialisation (cuBLAS handles, autotuning) must not land in a capture.
-            self.warm.add(key.direction)
+        gm = variant.runner(key.direction, key.accumulate)
+        if (key.direction, key.accumulate) not in self.warm or key in self.uncaptured:
+            # Lazy initialisation (cuBLAS handles, autotuning; Inductor's kernels tune at their
+            # first launch, so each graph warms up once) must not land in a capture.
+            self.warm.add((key.direction, key.accumulate))
             return gm(*gargs)
         cap = self._capture(variant, slot, key, gm, gargs, stage, nargs)
         if cap is None:
@@ -202,7 +202,12 @@ class GraphExecutor:
 
     def _failed(self, variant, slot, key, failed: CaptureFailed) -> None:
         node, root = failed.node, failed.cause
-        where = f"node {node.name} ({node.target})" if node is not None else "its start"
+        if node is not None:
+            where = f"node {node.name} ({node.target})"
+        elif isinstance(variant.runner(key.direction), torch.fx.GraphModule):
+            where = "its start"
+        else:  # Inductor's code runs as one call
+            where = "a call of Inductor's code (no node to name)"
         first = str(root).strip().splitlines()[0] if str(root).strip() else ""
         msg = (f"fxslots: capturing the {key.direction.value} graph of {variant.name} (slot "
                f"{slot.index}) as a CUDA graph failed at {where}: {type(root).__name__}: "

@@ -68,6 +68,18 @@ class NodeTracker(fx.Interpreter):
         return super().run_node(n)
 
 
+class _Call:
+    """NodeTracker's interface over compiled code: one call, no node in flight."""
+
+    current: fx.Node | None = None
+
+    def __init__(self, fn: Any):
+        self.fn, self.env = fn, {}
+
+    def run(self, *args: Any) -> Any:
+        return self.fn(*args)
+
+
 class CaptureFailed(Exception):
     """A capture failed at ``node`` (None: before the first node) because of ``cause``; the
     device, its stream, allocator and pool are usable again."""
@@ -86,12 +98,13 @@ class CudaCapturer:
     def synchronize(self) -> None:
         torch.cuda.synchronize(self.device)
 
-    def capture(self, gm: fx.GraphModule, args: list[Any]) -> tuple[Any, Any]:
+    def capture(self, gm: fx.GraphModule | Any, args: list[Any]) -> tuple[Any, Any]:
         """(graph, outputs) of one capture of ``gm`` on ``args``; or CaptureFailed, raised
-        after everything the failed capture allocated is freed and its state undone."""
+        after everything the failed capture allocated is freed and its state undone. ``gm``
+        may be compiled code (Inductor's), run as one call: then no node is named."""
         self.synchronize()
         graph = torch.cuda.CUDAGraph()
-        tracker = NodeTracker(gm)
+        tracker = NodeTracker(gm) if isinstance(gm, fx.GraphModule) else _Call(gm)
         pool = shared_pool(self.device)
         stream = torch.cuda.current_stream(self.device)
         try:

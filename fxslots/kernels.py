@@ -1,0 +1,190 @@
+"""``options={"kernels": "inductor"}``: Inductor compiles the rewritten graphs; fxslots captures.
+
+The joint graph is traced with Inductor's decompositions and run through its joint passes, as
+``torch.compile``'s default backend does, then partitioned and rewritten as usual. The ATen
+forward (what ``explain()`` prints) is lowered to the form Inductor takes (``passes/lower.py``),
+compiled with ``compile_fx_inner`` (Inductor's CUDA graphs off), and the generated code is read
+back to say which slot writes Inductor made in place (``passes/audit.py``): the plan the variant
+keeps, and reports, is that one. Any graph Inductor cannot compile runs its ATen graph instead,
+with a warning naming the graph and the cause (an error with ``strict=True``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import sympy
+import torch
+import torch.fx as fx
+
+from . import _torch, state
+from .errors import UnsupportedGraphError
+from .options import Options
+from .passes.audit import audit_forward
+from .passes.lower import copy_graph, lower_forward, lower_streams
+from .passes.observe import observe
+from .printing import format_graph
+from .schemas import ArenaPlan, SlotView
+
+log = logging.getLogger(__name__)
+aten = torch.ops.aten
+
+# Bytes: Inductor's GPU kernels assume an input aligned to this when its example tensor is.
+_INDUCTOR_ALIGNMENT = 16
+
+# Inductor calls these as ATen (extern) kernels, which allocate their result: they get an
+# ``fxslots::*_into`` op that writes the slot instead. (With max-autotune Inductor may pick a
+# Triton template for a matmul; writing into the slot takes that choice away.)
+_MATMULS = frozenset({aten.mm, aten.addmm, aten.bmm, aten.baddbmm, aten.convolution,
+                      aten._int_mm})
+
+
+def runs_as_call(op: Any) -> bool:
+    """Whether Inductor runs ``op`` as an ATen call rather than generating its kernel."""
+    return op.overloadpacket in _MATMULS or _torch.inductor_falls_back(op)
+
+
+def decompositions(options: Options) -> dict[Any, Callable[..., Any]] | None:
+    return _torch.inductor_decompositions() if options.kernels == "inductor" else None
+
+
+def partition(options: Options, partitioner: Callable[..., Any], joint: fx.GraphModule,
+              joint_inputs: Any, **kwargs: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
+    """``partitioner``, after Inductor's joint-graph passes when Inductor compiles (the
+    min-cut partitioner already weighs recomputation as for Inductor by default)."""
+    if options.kernels == "inductor":
+        try:
+            joint = _torch.inductor_joint_passes(joint)
+        except Exception as e:  # noqa: BLE001 - they only optimise (each rewrite leaves a
+            # valid graph): partition what they left
+            _inductor_failed("the joint graph (its joint-graph passes failed)", e,
+                             options.strict, "it is partitioned as they left it")
+    return partitioner(joint, joint_inputs, **kwargs)
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """What Inductor made of one forward: the callable, the plan as its code writes the slot,
+    and a finding per storage group."""
+
+    run: Callable[..., Any]
+    plan: ArenaPlan
+    findings: tuple[str, ...]
+
+
+def compile_forward(variant: Any, fw: fx.GraphModule, example_inputs: Any, static: list[int],
+                    num_fwd_outputs: int, options: Options) -> Compiled | None:
+    """Lower, compile and audit the rewritten forward ``fw`` of ``variant``; None when
+    Inductor cannot take it (it then runs ``fw``)."""
+    what = f"the forward graph of {variant.name} ({variant.ring.name})"
+    try:
+        fakes = _fake_views(variant.plan.views, fw, example_inputs)
+        gm = observe("lower_forward", lower_forward, fw, runs_as_call, fakes,
+                     summary=lambda g: f"{len(g.graph.nodes)} nodes for Inductor")
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("the graph Inductor compiles for %s:\n%s", what, format_graph(gm))
+        _mark_user_outputs(gm, num_fwd_outputs)
+        compiled = _torch.inductor_compile(
+            gm, list(example_inputs) + [fakes[v.name] for v in variant.plan.views],
+            static_input_idxs=list(static))
+    except Exception as e:  # noqa: BLE001 - Inductor's failures are many; each falls back
+        _inductor_failed(what, e, options.strict)
+        return None
+    code = _torch.inductor_output_code(compiled)
+    log.debug("Inductor's code for %s:\n%s", what, code)
+    names = [p.name for p in gm.graph.find_nodes(op="placeholder")]
+    plan, findings = observe("audit_forward", audit_forward, code, variant.plan, names,
+                             summary=lambda r: f"{len(r[1])} slotted groups read back")
+    return Compiled(_unboxed(compiled), plan, tuple(findings))
+
+
+def compile_graph(gm: fx.GraphModule, example_inputs: Any, what: str, options: Options, *,
+                  is_backward: bool = False, is_inference: bool = False
+                  ) -> Callable[..., Any] | None:
+    """Inductor's compile of a graph fxslots does not rewrite (a backward, an inference graph,
+    a forward that runs without slots); None when Inductor cannot take it."""
+    try:
+        gm = copy_graph(gm)  # Inductor's passes rewrite the graph; the ATen one must survive
+        lower_streams(gm)
+        _mark_user_outputs(gm, None)
+        # No static inputs: saved tensors arrive as slot views whose alignment the example
+        # inputs may not show; Inductor then checks (and copies a misaligned one) at each call.
+        compiled = _torch.inductor_compile(gm, list(example_inputs), static_input_idxs=[],
+                                           is_backward=is_backward, is_inference=is_inference)
+    except Exception as e:  # noqa: BLE001 - Inductor's failures are many; each falls back
+        _inductor_failed(what, e, options.strict)
+        return None
+    log.debug("Inductor's code for %s:\n%s", what, _torch.inductor_output_code(compiled))
+    return _unboxed(compiled)
+
+
+def compile_accumulate(acc: Any, example_inputs: Any, what: str, options: Options) -> Any:
+    """``acc`` (a ``runtime.variant.Accumulate``) with Inductor's code for its graph, which
+    takes the ``.grad`` buffers after the backward's own inputs."""
+    buffers = list(acc.graph.graph.find_nodes(op="placeholder"))[len(example_inputs):]
+    run = compile_graph(acc.graph, list(example_inputs) + [b.meta["val"] for b in buffers],
+                        what, options, is_backward=True)
+    return dataclasses.replace(acc, kernel=run)
+
+
+def _unboxed(compiled: Any) -> Callable[..., Any]:
+    def run(*args: Any) -> Any:
+        return compiled(list(args))  # Inductor empties the list it is given
+
+    return run
+
+
+def _inductor_failed(what: str, error: Exception, strict: bool,
+                     instead: str = "it runs with ATen kernels") -> None:
+    state.counters["inductor_fallbacks"] += 1
+    text = str(error).strip()
+    msg = (f"fxslots: Inductor could not compile {what} ({type(error).__name__}: "
+           f"{text.splitlines()[0] if text else ''}); {instead}")
+    if strict:
+        raise UnsupportedGraphError(msg + " (strict=True)") from error
+    warnings.warn(msg + " (set strict=True to make this an error)", stacklevel=4)
+
+
+def _mark_user_outputs(gm: fx.GraphModule, n: int | None) -> None:
+    """Tell Inductor which outputs the user sees (the first ``n``; all when None): it keeps
+    their strides as traced, as ``torch.compile`` does."""
+    output = next(iter(gm.graph.find_nodes(op="output")))
+    outs = list(output.args[0])
+    output.meta["user_visible_output_idxs"] = [
+        i for i in range(len(outs) if n is None else n) if isinstance(outs[i], fx.Node)]
+
+
+def _fake_views(views: tuple[SlotView, ...], fw: fx.GraphModule, example_inputs: Any
+                ) -> dict[str, torch.Tensor]:
+    """An example (fake) tensor per slot view, with the geometry of the value it holds."""
+    mode = _torch.tracing_fake_mode() or next(
+        x.fake_mode for x in example_inputs if _torch.is_fake(x))
+    vals = {n.name: n.meta.get("val") for n in fw.graph.nodes}
+    out = {}
+    with mode:
+        for v in views:
+            like = vals[v.holds]
+            device = torch.device("cpu") if v.host else like.device
+            out[v.name] = _fake_view(like, device, v.host or _aligned(v))
+    return out
+
+
+def _fake_view(like: torch.Tensor, device: torch.device, aligned: bool) -> torch.Tensor:
+    shape, stride = like.shape, like.stride()
+    base = torch.empty_strided(shape, stride, dtype=like.dtype, device=device)
+    if aligned:
+        return base
+    # One element in: Inductor must not assume this view aligned, as it is not in the arena (it
+    # would clone an input it assumed aligned and found not to be, and write the clone).
+    return torch.as_strided(base, shape, stride, 1)
+
+
+def _aligned(view: SlotView) -> bool:
+    """Whether the plan puts ``view`` at a multiple of Inductor's alignment for every shape
+    (arena bases are aligned further: the plan's alignment is at least 16 bytes)."""
+    start = sympy.sympify(view.storage_offset * view.dtype.itemsize)
+    return sympy.Mod(start, _INDUCTOR_ALIGNMENT) == 0

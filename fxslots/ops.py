@@ -1,0 +1,104 @@
+"""Custom operators that let Inductor keep what fxslots puts in its graphs (kernels="inductor").
+
+Inductor has no lowering for out= overloads ("out= ops aren't yet supported"); an op it runs as
+an ATen call (a matmul, a convolution, one of its fallbacks) returns a fresh buffer, so a
+``copy_`` of its result into a graph input costs a copy kernel; and it cannot lower the plain
+Python functions of ``fxslots.streams`` (side-stream copies, which return events). These
+``torch.library`` operators stand in for them: each declares what it writes (``Tensor(a!)``),
+so Inductor calls it as one extern kernel, never drops it as dead code, and orders every later
+reader of what it wrote after it (and it after every earlier reader).
+
+``into_op`` defines its operators on first use, one per out= overload met.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+
+from . import _torch, streams
+from .runtime.layout import span_elements
+
+_LIB = torch.library.Library("fxslots", "FRAGMENT")
+_INTO: dict[str, _torch.OpOverload] = {}
+
+
+def into_op(out_overload: _torch.OpOverload) -> _torch.OpOverload:
+    """``fxslots::<op>_<overload>_into``: the arguments of ``out_overload``, returning nothing,
+    so that Inductor accepts it (it refuses ops that return an alias of an input)."""
+    schema = _torch.schema_of(out_overload)
+    key = f"{schema.name}.{schema.overload_name}"
+    op = _INTO.get(key)
+    if op is None:
+        text = str(schema)
+        name = f"{schema.name.split('::')[-1]}_{schema.overload_name}_into"
+        _LIB.define(name + text[text.index("("):text.rindex(" -> ")] + " -> ()")
+
+        def run(*args: Any, **kwargs: Any) -> None:
+            out_overload(*args, **kwargs)
+
+        _LIB.impl(name, run, "CompositeExplicitAutograd")
+        torch.library.register_fake(f"fxslots::{name}", _nothing, lib=_LIB)
+        op = _INTO[key] = getattr(torch.ops.fxslots, name).default
+    return op
+
+
+def _nothing(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+# ``streams`` hands an event (or a reload handle) from the op that forks a side stream to the op
+# that joins it; an operator cannot return one, so it waits here, under the address of what
+# the copy writes, from one call to the other (inside a capture: at capture time).
+_PENDING: dict[int, Any] = {}
+
+
+def _define(schema: str, fn: Any, fake: Any = _nothing) -> Any:
+    name = schema.split("(")[0]
+    _LIB.define(schema)
+    _LIB.impl(name, fn, "CompositeExplicitAutograd")
+    torch.library.register_fake(f"fxslots::{name}", fake, lib=_LIB)
+    return getattr(torch.ops.fxslots, name).default
+
+
+def _offload_start(src: torch.Tensor, host: torch.Tensor) -> None:
+    _PENDING[host.data_ptr()] = streams.offload(host, src)
+
+
+def _offload_join(src: torch.Tensor, host: torch.Tensor) -> None:
+    streams.offload_wait(src, _PENDING.pop(host.data_ptr(), None))
+
+
+def _reload(members: list[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
+    handle = streams.reload(device, *members)
+    _PENDING[handle.members[0].untyped_storage().data_ptr()] = handle
+    return list(handle.members)
+
+
+def _reload_fake(members: list[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
+    """Each member's geometry in the reloaded span, offset included (Inductor decides from it
+    whether a kernel may assume the member aligned). ``sym_min``: no guard on symbolic
+    offsets."""
+    lo = functools.reduce(torch.sym_min, [m.storage_offset() for m in members])
+    return [torch.empty(m.storage_offset() - lo + span_elements(m.shape, m.stride()),
+                        dtype=m.dtype, device=device).as_strided(
+                            m.shape, m.stride(), m.storage_offset() - lo) for m in members]
+
+
+def _reload_join(members: list[torch.Tensor]) -> None:
+    handle = _PENDING.pop(members[0].untyped_storage().data_ptr(), None)
+    if handle is not None:
+        streams.reload_wait(handle)
+
+
+# The value goes first: Inductor takes an extern call's device from its first tensor, and the
+# copy is the device's work. The join "writes" the host view so that it runs after the copy
+# started and is never dropped; it reads the value, which Inductor then keeps until the join.
+offload_start = _define("offload_start(Tensor src, Tensor(a!) host) -> ()", _offload_start)
+offload_join = _define("offload_join(Tensor src, Tensor(a!) host) -> ()", _offload_join)
+# The reload returns the members as views of one fresh device buffer; its join "writes" them,
+# so every reader comes after it.
+reload = _define("reload(Tensor[] members, Device device) -> Tensor[]", _reload, _reload_fake)
+reload_join = _define("reload_join(Tensor(a!)[] members) -> ()", _reload_join)

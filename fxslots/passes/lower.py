@@ -1,0 +1,168 @@
+"""Lower: the rewritten ATen forward, in the form Inductor compiles (``kernels="inductor"``).
+
+The ATen rewrite writes a copy-free group with an out= overload, which Inductor cannot lower. Each
+slot write becomes one it keeps, on a copy of the graph (the ATen graph stays what ``explain()``
+prints and what runs if Inductor fails):
+
+- an op Inductor runs as an ATen call (a matmul, a convolution, one of its fallbacks) becomes
+  ``fxslots::<op>_out_into``, which writes the slot itself, and its readers read the slot:
+  Inductor orders them after the write (it tracks mutations of graph inputs);
+- any other op (Inductor generates its kernel) goes back to its functional form, followed by
+  ``copy_(slot, value)``, and its readers read the ``copy_``: the value then has that one user,
+  so Inductor computes it inside the kernel that stores it into the slot, and stores it once;
+- side-stream copies (offload: ``streams.offload``/``offload_wait`` in the forward,
+  ``streams.reload``/``reload_wait`` in the backward) become ``fxslots::offload_start``/
+  ``offload_join`` and ``fxslots::reload``/``reload_join`` (``lower_streams``, for every graph);
+- device copies the plan chose stay ``copy_``.
+
+Which slot writes Inductor's kernels really make in place is read from its generated code
+afterwards (``passes/audit.py``), not assumed from this graph.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import operator
+
+import torch
+import torch.fx as fx
+
+from .. import _torch, ops, streams
+from ..schemas import SlotView
+from .rewrite import SLOT_META
+
+aten = torch.ops.aten
+
+
+class NotLowerable(Exception):
+    """The ATen forward has a node this lowering cannot hand to Inductor."""
+
+
+def lower_forward(fw: fx.GraphModule, extern: Callable[[Any], bool],
+                  slot_vals: dict[str, Any]) -> fx.GraphModule:
+    """A copy of ``fw`` in Inductor's form. ``extern(op)`` says whether Inductor runs ``op``
+    as an ATen call; ``slot_vals`` holds an example (fake) tensor per slot placeholder."""
+    gm = copy_graph(fw)
+    graph = gm.graph
+    for ph in graph.find_nodes(op="placeholder"):
+        if ph.name in slot_vals:
+            ph.meta["val"] = slot_vals[ph.name]
+    for node in list(graph.nodes):
+        if node.op != "call_function":
+            continue
+        slot = node.kwargs.get("out")
+        if _slot_view(slot) is not None:
+            functional = functional_of(node.target)
+            if functional is None:
+                raise NotLowerable(f"no functional form of {node.target} ({node.name})")
+            if extern(functional):
+                _to_into(graph, node, slot)
+            else:
+                _to_copy(graph, node, slot, functional)
+    lower_streams(gm)
+    return gm
+
+
+def lower_streams(gm: fx.GraphModule) -> int:
+    """Replace ``fxslots.streams``' functions in ``gm`` by operators Inductor keeps (in place);
+    returns how many side-stream copies were replaced."""
+    graph = gm.graph
+    n = 0
+    for node in list(graph.nodes):
+        if node.target is streams.offload:
+            _offload(graph, node)
+            n += 1
+        elif node.target is streams.reload:
+            _reload(graph, node)
+            n += 1
+    graph.lint()
+    gm.recompile()
+    return n
+
+
+def functional_of(out_overload: Any) -> Any:
+    """The overload of the same op that takes the arguments of ``out_overload`` but its out=
+    one, and returns a fresh tensor (``aten.mm.out`` -> ``aten.mm.default``); or None."""
+    want = [(a.name, str(a.type)) for a in _torch.schema_of(out_overload).arguments
+            if not a.is_out]
+    packet = out_overload.overloadpacket
+    for name in packet.overloads():
+        cand = getattr(packet, name)
+        schema = _torch.schema_of(cand)
+        if not schema.is_mutable and [(a.name, str(a.type)) for a in schema.arguments] == want:
+            return cand
+    return None
+
+
+def copy_graph(fw: fx.GraphModule) -> fx.GraphModule:
+    """A new GraphModule over a copy of ``fw``'s graph (node metadata shared, not copied)."""
+    graph = fx.Graph()
+    graph.output(graph.graph_copy(fw.graph, {}))
+    gm = fx.GraphModule(fw, graph)
+    gm.meta.update(getattr(fw, "meta", {}))
+    return gm
+
+
+def _slot_view(node: Any) -> SlotView | None:
+    if isinstance(node, fx.Node) and node.op == "placeholder":
+        meta = node.meta.get(SLOT_META)
+        return meta if isinstance(meta, SlotView) else None
+    return None
+
+
+def _to_into(graph: fx.Graph, node: fx.Node, slot: fx.Node) -> None:
+    with graph.inserting_before(node):
+        call = graph.call_function(ops.into_op(node.target), node.args, dict(node.kwargs))
+    call.meta[SLOT_META] = node.meta.get(SLOT_META)
+    node.replace_all_uses_with(slot)
+    graph.erase_node(node)
+
+
+def _to_copy(graph: fx.Graph, node: fx.Node, slot: fx.Node, functional: Any) -> None:
+    node.target = functional
+    node.kwargs = {k: v for k, v in node.kwargs.items() if k != "out"}
+    with graph.inserting_after(node):
+        copy = graph.call_function(aten.copy_.default, (slot, node))
+    copy.meta["val"] = slot.meta.get("val")
+    copy.meta[SLOT_META] = node.meta.get(SLOT_META)
+    node.replace_all_uses_with(copy, delete_user_cb=lambda user: user is not copy)
+
+
+def _offload(graph: fx.Graph, node: fx.Node) -> None:
+    """``offload(host, value)`` -> event, joined by ``offload_wait(value, event)``."""
+    host, value = node.args
+    with graph.inserting_before(node):
+        start = graph.call_function(ops.offload_start, (value, host))
+    start.meta[SLOT_META] = node.meta.get(SLOT_META)
+    for wait in list(node.users):
+        with graph.inserting_before(wait):
+            join = graph.call_function(ops.offload_join, (value, host))
+        join.meta[SLOT_META] = wait.meta.get(SLOT_META)
+        graph.erase_node(wait)
+    graph.erase_node(node)
+
+
+def _reload(graph: fx.Graph, node: fx.Node) -> None:
+    """``reload(device, *members)`` -> handle; ``reload_wait(handle)`` -> members, read
+    through ``getitem``."""
+    device, *members = node.args
+    with graph.inserting_before(node):
+        got = graph.call_function(ops.reload, (list(members), device))
+        views = [graph.call_function(operator.getitem, (got, i)) for i in range(len(members))]
+    got.meta[SLOT_META] = node.meta.get(SLOT_META)
+    vals = [m.meta.get("val") for m in members]
+    if all(_torch.is_fake(v) for v in vals):  # the device-side views, for Inductor's passes
+        with vals[0].fake_mode:
+            got.meta["val"] = ops.reload(vals, device)
+        for view, val in zip(views, got.meta["val"], strict=True):
+            view.meta["val"] = val
+    for ready in list(node.users):
+        with graph.inserting_before(ready):
+            join = graph.call_function(ops.reload_join, (views,))
+        join.meta[SLOT_META] = ready.meta.get(SLOT_META)
+        for item in list(ready.users):
+            item.replace_all_uses_with(views[item.args[1]])
+            graph.erase_node(item)
+        graph.erase_node(ready)
+    graph.erase_node(node)
