@@ -257,6 +257,18 @@ MUTANTS: tuple[Mutant, ...] = (
            "        pass\n",
            "fxslots donates no saved tensor to its backward (retain_graph, create_graph run)",
            "cpu", (f"{BAD}::test_create_graph_after_a_plain_backward",)),
+    # ------------------------------------------------------------ Inductor kernels
+    Mutant("inductor-extern-op-copied", "fxslots/passes/lower.py",
+           "            if extern(functional):\n",
+           "            if False:\n",
+           "an op Inductor runs as an ATen call writes its slot itself, with no copy", "cpu",
+           ("tests/test_inductor.py::test_kernels_write_saved_values_into_the_slots",)),
+    Mutant("inductor-readers-skip-the-slot-store", "fxslots/passes/lower.py",
+           "    node.replace_all_uses_with(copy, delete_user_cb=lambda user: user is not copy)",
+           "    pass",
+           "a generated kernel computes a saved value once, in the kernel that stores it", "cpu",
+           ("tests/test_inductor.py::test_kernels_write_saved_values_into_the_slots",
+            "tests/test_inductor.py::test_matches_torch_compile_default_bitwise")),
     # ------------------------------------------------------------ gradient accumulation
     Mutant("accumulate-despite-hooks", "fxslots/_torch.py",
            "and not grad.requires_grad and not param._backward_hooks",
