@@ -17,6 +17,7 @@ from torch._functorch.partitioners import (  # noqa: E402
     default_partition,
     min_cut_rematerialization_partition,
 )
+from torch.fx.experimental.proxy_tensor import is_sym_node  # noqa: E402
 from torch.multiprocessing.reductions import StorageWeakRef  # noqa: E402
 
 OpOverload = torch._ops.OpOverload  # the type of ``torch.ops.aten.mm.default``
@@ -35,6 +36,7 @@ __all__ = [
     "shape_env_of",
     "storage_key",
     "is_fake",
+    "is_sym_node",
     "trace_artifact",
 ]
 
@@ -48,6 +50,57 @@ def size_hint(x: Any) -> int:
     if hasattr(ss, "optimization_hint"):  # torch >= 2.12
         return int(ss.optimization_hint(x))
     return int(x.node.shape_env.size_hint(x.node.expr))
+
+
+def sym_expr(x: Any) -> Any:
+    """The sympy expression behind a SymInt (its ShapeEnv's symbols: ``s0``, ``2*s1``...)."""
+    return x.node.expr
+
+
+def op_schema(op: Any) -> Any:
+    """The ``torch._C.FunctionSchema`` of an ``OpOverload``."""
+    return op._schema
+
+
+def op_qualname(op: Any) -> str:
+    """``torch.ops.aten.mm.out`` -> ``"aten::mm.out"`` (``"aten::mm"`` for the default)."""
+    schema = op._schema
+    return schema.name + ("." + schema.overload_name if schema.overload_name else "")
+
+
+def has_device_kernel(qualname: str, device_type: str) -> bool:
+    """Whether ``qualname`` (``"aten::gelu.out"``) has a kernel registered for this device
+    itself. Out= overloads that PyTorch generates from the functional op are registered only
+    as CompositeExplicitAutograd: they run the functional kernel and then copy into ``out``."""
+    key = {"cpu": "CPU", "cuda": "CUDA"}.get(device_type, device_type.upper())
+    return bool(torch._C._dispatch_has_kernel_for_dispatch_key(qualname, key))
+
+
+def symbol_range(shape_env: Any, symbol: Any) -> tuple[int, int | None]:
+    """(lowest, highest or None) the ShapeEnv allows ``symbol``."""
+    r = shape_env.var_to_range.get(symbol)
+    lo = int(r.lower) if r is not None and r.lower.is_Integer else 0
+    hi = int(r.upper) if r is not None and r.upper.is_Integer else None
+    return lo, hi
+
+
+def saves_rng_state(node: Any) -> bool:
+    """Whether ``node`` is the RNG state that activation checkpointing saves for backward to
+    replay a random op (``run_and_save_rng_state(...)[0]``): backward feeds it back to the
+    generator, so it passes through untouched."""
+    import operator
+
+    from torch._prims.rng_prims import run_and_save_rng_state
+
+    return (node.op == "call_function" and node.target is operator.getitem
+            and node.args[1] == 0 and getattr(node.args[0], "target", None)
+            is run_and_save_rng_state)
+
+
+def compile_id() -> str | None:
+    """Dynamo's id of the graph being compiled, as its logs print it (``"0/1"``)."""
+    compile_id = torch._guards.CompileContext.current_compile_id()
+    return None if compile_id is None else str(compile_id)
 
 
 def current_frame_id() -> int | None:

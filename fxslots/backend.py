@@ -15,14 +15,17 @@ import torch
 import torch.fx as fx
 
 from . import _torch
-from .errors import OptionsError
+from .errors import OptionsError, UnsupportedGraphError
 from .options import Options
 from .passes import (
     collect_saved,
     observe,
     plan_arena,
     annotate_backward,
+    backward_slot_args,
     collect_inputs,
+    failure_reason,
+    snapshot,
     rewrite_forward,
     tag_recompute,
     unplaceable_reason,
@@ -96,7 +99,6 @@ class _Compiler:
         self.bw_module: fx.GraphModule | None = None
         self.variant: Variant | None = None
         self.record: CompiledGraphs | None = None
-        self.slotted_saved: set[str] = set()
 
     def partition(self, joint: fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int,
                   **kwargs: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
@@ -117,9 +119,19 @@ class _Compiler:
         return boxed(lambda args: gm(*args))
 
     def compile_forward(self, fw: fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
-        """collect -> plan -> rewrite -> verify; or fall back, with the reason, to no slots."""
+        """collect -> plan -> rewrite -> verify; or fall back, with the reason, to no slots.
+        A failure inside the passes falls back too: it never stops the user's training."""
+        before, pristine = format_graph(fw), snapshot(fw)
+        try:
+            return self._compile_forward(fw, example_inputs, before)
+        except UnsupportedGraphError:  # strict=True: _fall_back raised it already
+            raise
+        except Exception as e:
+            self.variant = None
+            return self._fall_back(pristine, None, before, failure_reason(e))
+
+    def _compile_forward(self, fw, example_inputs, before) -> Callable[..., Any]:
         assert self.num_fwd_outputs is not None and self.bw_module is not None
-        before = format_graph(fw)
         static = self.static_inputs or _torch.tracing_static_input_indices()
         saved = observe("collect_saved", collect_saved, fw, self.bw_module, self.num_fwd_outputs,
                         static, summary=lambda s: f"{len(s.tensors)} saved tensors in "
@@ -138,8 +150,6 @@ class _Compiler:
                                plan=plan, binder=binder, forward_graph=fw,
                                executor=_executor(self.options, graphs))
         self.ring.variants.append(weakref.ref(self.variant))
-        self.slotted_saved = {t.name for t in saved.tensors
-                              if plan.placement(t.group).write is not Write.NONE}
         self.record = _record(CompiledGraphs(self.variant, saved, plan, before, format_graph(fw)))
         _torch.trace_artifact("fxslots_plan", lambda: _plan_json(saved, plan), "json")
         _torch.trace_artifact("fxslots_forward", lambda: self.record.forward_after)
@@ -163,6 +173,7 @@ class _Compiler:
         return plan, None
 
     def _fall_back(self, fw, saved, before, reason) -> Callable[..., Any]:
+        reason = f"graph {_torch.compile_id() or '?'} ({self.ring.name}): {reason}"
         counters["fallbacks"] += 1
         warn_fallback(reason, self.options.strict)
         self.record = _record(CompiledGraphs(None, saved, None, before, before, fallback=reason))
@@ -180,14 +191,9 @@ class _Compiler:
         if variant is None:  # this graph fell back: no slots
             return boxed(lambda args: bw(*args))
         variant.backward_graph = bw
-        names = [p.name for p in bw.graph.find_nodes(op="placeholder")]
-        readable = [i for i, n in enumerate(names) if n in self.slotted_saved]
-        variant.saved_arg_index = readable[0] if readable else None
-        variant.offloaded_args = [
-            [names.index(m) for m in self.record.saved.groups[p.group].members if m in names]
-            for p in variant.plan.placements if p.write is Write.OFFLOAD]
-        log.info("compile_backward: %s reads %d saved tensors from its slot", variant.name,
-                 len(readable))
+        variant.saved_arg_index, variant.offloaded_args = backward_slot_args(
+            self.record.saved, variant.plan)
+        log.info("compile_backward: %s reads saved tensors from its slot", variant.name)
         return boxed(variant.backward)
 
 

@@ -8,6 +8,7 @@ import sympy
 import torch
 
 from . import _torch
+from .geometry import evaluate, symbol_values
 from .passes.plan import copied_whole
 from .schemas import SavedSet, Source
 
@@ -26,15 +27,17 @@ def _offloadable(saved: SavedSet):
     for g in saved.groups:
         members = [saved.tensor(m) for m in g.members]
         if (g.source is Source.INTERMEDIATE and len({m.dtype for m in members}) == 1
-                and copied_whole(g, members)):
+                and copied_whole(g, members, saved.symbol_ranges)):
             out.append(g)
     return out
 
 
 def _smallest(saved: SavedSet, nbytes: sympy.Expr) -> int:
     """Bytes at the smallest shape the symbols allow (the safe side for a threshold)."""
-    env = {s: sympy.Integer(max(lo, 2)) for s, (lo, _) in saved.symbol_ranges.items()}
-    return int(nbytes.xreplace(env)) if nbytes.free_symbols <= set(env) else 0
+    if not nbytes.free_symbols <= set(saved.symbol_ranges):
+        return 0
+    env = next(symbol_values(saved.symbol_ranges, nbytes.free_symbols, points=("low",)))
+    return evaluate(nbytes, env)
 
 
 def offload_none(saved: SavedSet, arg: int | None) -> frozenset[int]:

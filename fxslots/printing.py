@@ -8,6 +8,7 @@ import torch
 import torch.fx as fx
 
 from . import _torch
+from .geometry import itemsize
 from .passes.rewrite import SLOT_META
 from .schemas import ArenaPlan, SavedSet, SlotView, Write
 
@@ -48,7 +49,7 @@ def _arg(a: Any) -> str:
 def _annotation(node: fx.Node) -> str:
     meta = node.meta.get(SLOT_META)
     if isinstance(meta, SlotView):
-        nbytes = meta.storage_offset * torch.empty((), dtype=meta.dtype).element_size()
+        nbytes = meta.storage_offset * itemsize(meta.dtype)
         arena = "host arena" if meta.host else "slot"
         return shape_str(meta.dtype, meta.shape) + f" @ {arena} byte {nbytes}"
     v = node.meta.get("val")
@@ -94,7 +95,7 @@ def format_plan(saved: SavedSet, plan: ArenaPlan) -> str:
         for m in g.members:
             t = saved.tensor(m)
             where = "-" if not (p.write.owns_bytes or p.write is Write.OFFLOAD) else str(
-                p.offset + t.storage_offset * t.itemsize - g.byte_start)
+                p.member_offset(t))
             if p.write is Write.OFFLOAD:
                 where = "host " + where
             write = p.write.value
@@ -112,6 +113,11 @@ def format_plan(saved: SavedSet, plan: ArenaPlan) -> str:
     for p in plan.placements:
         lines.append(f"  g{p.group}: {p.write.value:<9} offset {p.offset}, {p.nbytes} bytes"
                      f"  ({p.reason})")
+        if p.write is Write.COPY and p.remedy:
+            lines.append(f"      copy-free would take: {p.remedy}")
+    if saved.passthrough:
+        lines.append("passed to backward untouched: " + ", ".join(
+            f"{name} ({what})" for name, what in saved.passthrough))
     lines.append(f"arena bytes per slot: {plan.capacity}"
                  + (f" (at most {plan.capacity_bound})"
                     if plan.capacity_bound is not None and not plan.capacity.is_Integer else ""))
