@@ -109,15 +109,7 @@ def format_plan(saved: SavedSet, plan: ArenaPlan) -> str:
     lines = [fmt.format(*header).rstrip(), fmt.format(*("-" * w for w in widths)).rstrip()]
     lines += [fmt.format(*r).rstrip() for r in rows]
     lines.append("")
-    lines.append("groups:")
-    for p in plan.placements:
-        lines.append(f"  g{p.group}: {p.write.value:<9} offset {p.offset}, {p.nbytes} bytes"
-                     f"  ({p.reason})")
-        if p.write is Write.COPY and p.remedy:
-            lines.append(f"      copy-free would take: {p.remedy}")
-    if saved.passthrough:
-        lines.append("passed to backward untouched: " + ", ".join(
-            f"{name} ({what})" for name, what in saved.passthrough))
+    lines += _group_lines(saved, plan)
     lines.append(f"arena bytes per slot: {plan.capacity}"
                  + (f" (at most {plan.capacity_bound})"
                     if plan.capacity_bound is not None and not plan.capacity.is_Integer else ""))
@@ -127,3 +119,17 @@ def format_plan(saved: SavedSet, plan: ArenaPlan) -> str:
         lines.append(f"host arena bytes per slot: {plan.host_capacity}, "
                      f"bytes offloaded per forward: {plan.offloaded_bytes}")
     return "\n".join(lines)
+
+
+def _group_lines(saved: SavedSet, plan: ArenaPlan) -> list[str]:
+    """Each group's write and why; for a copied one, what would make it copy-free."""
+    lines = ["groups:"]
+    for p in plan.placements:
+        lines.append(f"  g{p.group}: {p.write.value:<9} offset {p.offset}, {p.nbytes} bytes"
+                     f"  ({p.reason})")
+        if p.write is Write.COPY and p.remedy:
+            lines.append(f"      copy-free would take: {p.remedy}")
+    if saved.passthrough:
+        lines.append("passed to backward untouched: " + ", ".join(
+            f"{name} ({what})" for name, what in saved.passthrough))
+    return lines

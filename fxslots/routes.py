@@ -32,6 +32,7 @@ from .out_variants import out_variant
 aten = torch.ops.aten
 
 COPY = "aten::copy_"
+TENSOR_OPTIONS = frozenset({"dtype", "layout", "device", "pin_memory"})
 # Ops whose value is a copy of one input (at this argument position): writing them into the
 # slot is a copy_ of that input.
 _COPY_OPS = {aten.clone.default: 0, aten._to_copy.default: 0, aten.copy.default: 1,
@@ -55,6 +56,9 @@ EXPANSIONS: dict[Any, tuple[str, str | None, str]] = {
                                  "_safe_softmax is _softmax, then where over all -inf rows"),
     aten.embedding.default: ("aten::index_select.out", None,
                              "embedding is index_select of the flattened indices"),
+    aten.sort.default: ("aten::sort.values_stable", None, "sort is sort.stable(stable=False)"),
+    aten.index_put.default: ("aten::_index_put_impl_", None,
+                             "index_put is a clone, then index_put_ on it"),
     # native_dropout_cpu: bernoulli_ into a bool mask, then input * mask * scale; CUDA runs a
     # fused kernel with no out= form.
     aten.native_dropout.default: ("aten::mul.out", "cpu", "native_dropout on cpu is "
@@ -108,8 +112,9 @@ def find_route(target: Any, device_type: str, source_device: str | None = None,
     if overload is None and str(target.overloadpacket).endswith("_functional"):
         overload = _functional_out(target)
     if overload is None:
-        return Route(None, why, f"an out= form of {target} (PyTorch has none; a custom op "
-                                f"with a kernel that writes into given memory would do)")
+        return Route(None, why, f"a kernel for {target.overloadpacket} that writes into given "
+                                f"memory (an out= form; PyTorch has none, so one copy_ is the "
+                                f"cheapest honest route)")
     qualname = _torch.op_qualname(overload)
     if not _torch.has_device_kernel(qualname, device_type):
         return Route(None, f"{qualname} is composite on {device_type} (it runs {target}, then "
@@ -130,12 +135,16 @@ def find_out_overload(target: Any) -> tuple[Any, str | None]:
     if any(r.alias_info is not None for r in schema.returns):
         return None, f"{target} returns a view"
     want = [(a.name, str(a.type)) for a in schema.arguments]
+    # A factory's out= form takes no dtype, layout, device or pin_memory: out= carries them.
+    factory = [x for x in want if x[0] not in TENSOR_OPTIONS]
     for cand in _overloads(target):
         args = _torch.op_schema(cand).arguments
         outs = [a for a in args if a.is_out]
-        if len(outs) == len(schema.returns) and [
-                (a.name, str(a.type)) for a in args if not a.is_out] == want:
+        ins = [(a.name, str(a.type)) for a in args if not a.is_out]
+        if len(outs) == len(schema.returns) and ins in (want, factory):
             return cand, None
+    if not any(a.is_out for c in _overloads(target) for a in _torch.op_schema(c).arguments):
+        return None, f"{target.overloadpacket} has no out= form"
     return None, f"{target.overloadpacket} has no out= form with the arguments of {target}"
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import itertools
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -249,7 +250,7 @@ class ArenaPlan:
             placed = [p for p in self.placements if p.write in kinds]
             for p in placed:
                 assert p.offset.is_Integer is False or int(p.offset) % self.alignment == 0, p
-            for a, b in zip(placed, placed[1:]):
+            for a, b in itertools.pairwise(placed):
                 # Symbolic gaps are checked at concrete shapes by verify_forward: subtracting
                 # long symbolic sums here would make planning quadratic.
                 if a.offset.is_Integer and a.nbytes.is_Integer and b.offset.is_Integer:

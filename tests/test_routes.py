@@ -48,7 +48,7 @@ def test_dropout_expands_on_cpu_only():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("case", ["relu", "mul", "add", "sub", "div", "safe_softmax", "embedding",
-                                  "dropout"])
+                                  "dropout", "sort", "index_put"])
 def test_expansions_are_bitwise_the_op_and_write_into_the_slot(case, dtype):
     x = torch.randn(3, 5, 33).to(dtype)
     x[0, 1] = float("-inf")  # a fully masked softmax row
@@ -62,6 +62,9 @@ def test_expansions_are_bitwise_the_op_and_write_into_the_slot(case, dtype):
         "embedding": (aten.embedding.default,
                       (torch.randn(40, 8).to(dtype), torch.randint(0, 40, (3, 7))), 1),
         "dropout": (aten.native_dropout.default, (x.nan_to_num(0.0), 0.2, True), 2),
+        "sort": (aten.sort.default, (x.round(decimals=1), -1, True), 2),
+        "index_put": (aten.index_put.default, (x, [torch.tensor([1, 2, 2])],
+                                               torch.randn(3, 5, 33).to(dtype), True), 1),
     }[case]
     assert op in EXPANSIONS
     torch.manual_seed(0)
@@ -79,8 +82,17 @@ def _run_expanded(op, args, n_out):
     state with fresh slot views: (its results, the slot views)."""
     state = torch.get_rng_state()
     g = fx.Graph()
-    phs = [g.placeholder(f"a{i}") if isinstance(a, torch.Tensor) else a
-           for i, a in enumerate(args)]
+    tensors = []
+
+    def arg(a):  # a tensor (in a list too) becomes a graph input
+        if isinstance(a, (list, tuple)):
+            return [arg(x) for x in a]
+        if isinstance(a, torch.Tensor):
+            tensors.append(a)
+            return g.placeholder(f"a{len(tensors)}")
+        return a
+
+    phs = [arg(a) for a in args]
     views = [g.placeholder(f"slot{k}") for k in range(n_out)]
     node = g.call_function(op, tuple(phs))
     with torch.random.fork_rng():
@@ -94,5 +106,5 @@ def _run_expanded(op, args, n_out):
     gm = fx.GraphModule({}, g)
     dests = [torch.empty_like(r) for r in ref]
     torch.set_rng_state(state)
-    got = gm(*[a for a in args if isinstance(a, torch.Tensor)], *dests)
+    got = gm(*tensors, *dests)
     return got, dests

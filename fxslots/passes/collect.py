@@ -129,7 +129,8 @@ def mutated_placeholders(gm: fx.GraphModule) -> set[fx.Node]:
     for n in gm.graph.nodes:
         if not isinstance(n.target, _torch.OpOverload):
             continue
-        for arg, value in zip(_torch.op_schema(n.target).arguments, n.args):
+        arguments = _torch.op_schema(n.target).arguments[:len(n.args)]  # the positional ones
+        for arg, value in zip(arguments, n.args, strict=True):
             if arg.alias_info is not None and arg.alias_info.is_write and value in placeholders:
                 out.add(value)
     return out

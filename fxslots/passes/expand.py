@@ -36,8 +36,9 @@ def _scalar(out_op) -> Callable:
     def expand_scalar(graph, node, outs) -> int:
         # BinaryOps.cpp: foo.Scalar(self, other) = foo(self, wrapped_scalar_tensor(other));
         # an out= overload called with a Python number wraps it the same way.
-        names = [a.name for a in op_schema(node.target).arguments]
-        kwargs = {**dict(zip(names[2:], node.args[2:])), **node.kwargs, "out": outs[0]}
+        extra = node.args[2:]  # alpha, passed by keyword to the out= overload
+        names = [a.name for a in op_schema(node.target).arguments][2:2 + len(extra)]
+        kwargs = {**dict(zip(names, extra, strict=True)), **node.kwargs, "out": outs[0]}
         node.target, node.args, node.kwargs = out_op, tuple(node.args[:2]), kwargs
         return 1
     return expand_scalar
@@ -71,6 +72,30 @@ def _embedding(graph, node, outs) -> int:
     return 3
 
 
+def _sort(graph, node, outs) -> int:
+    # Sorting.cpp: sort(self, dim, descending) = sort(self, stable=false, dim, descending).
+    args = dict(zip(("self", "dim", "descending"), node.args, strict=False))
+    kwargs = {"stable": False, "dim": args.get("dim", -1),
+              "descending": args.get("descending", False), **node.kwargs}
+    for k, name in enumerate(("values", "indices")):
+        kwargs[name] = outs[k] if k in outs else _empty_like_output(graph, node, k)
+    node.target, node.args, node.kwargs = aten.sort.values_stable, (node.args[0],), kwargs
+    return 1
+
+
+def _index_put(graph, node, outs) -> int:
+    # TensorAdvancedIndexing.cpp: index_put = self.clone().index_put_(indices, values, ...).
+    copied = graph.call_function(aten.copy_.default, (outs[0], node.args[0]))
+    node.target, node.args = aten.index_put_.default, (copied, *node.args[1:])
+    return 2
+
+
+def _empty_like_output(graph, node, k) -> fx.Node:
+    v = node.meta["val"][k]
+    return graph.call_function(aten.empty.memory_format, ([0],),
+                               {"dtype": v.dtype, "device": v.device})
+
+
 def _native_dropout(graph, node, outs) -> int:
     # Dropout.cpp, native_dropout_cpu: a bool mask from bernoulli_(1 - p), then
     # input.mul(mask).mul_(scale). (Routes only send training-mode dropout here.)
@@ -98,4 +123,6 @@ _EXPAND: dict = {
     aten._safe_softmax.default: _safe_softmax,
     aten.embedding.default: _embedding,
     aten.native_dropout.default: _native_dropout,
+    aten.sort.default: _sort,
+    aten.index_put.default: _index_put,
 }

@@ -86,24 +86,8 @@ def plan_arena(saved: SavedSet, *, alignment: int = 512, copy_free: bool = True,
     copies them there, the runtime reloads them for backward.
     """
     cursor, host = _Cursor(alignment), _Cursor(alignment)
-    placements = []
-    for g in saved.groups:
-        members = [saved.tensor(m) for m in g.members]
-        if g.source is Source.INPUT and staged_inputs:
-            placements.append(_unslotted(g, Write.STAGED, "a view of a staged input"))
-        elif g.source is not Source.INTERMEDIATE:
-            placements.append(_unslotted(g, Write.NONE, "parameter or buffer: outlives every "
-                                         "replay" if g.source is Source.PARAM
-                                         else "user input: the caller owns it"))
-        elif g.id in offload:
-            placements.append(_place(g, members, host.value, Write.OFFLOAD,
-                                     ("the offload policy chose it", ""), saved.symbol_ranges,
-                                     host=True))
-            host.advance(placements[-1].nbytes)
-        else:
-            write, why = _choose_write(g, members, copy_free, saved.symbol_ranges)
-            placements.append(_place(g, members, cursor.value, write, why, saved.symbol_ranges))
-            cursor.advance(placements[-1].nbytes)
+    placements = [_place_group(saved, g, cursor, host, copy_free, bool(staged_inputs),
+                               g.id in offload) for g in saved.groups]
     staging = []
     for t in staged_inputs:
         staging.append(SlotView("stage_" + t.name, t.name, t.dtype, t.shape, t.stride,
@@ -120,6 +104,26 @@ def plan_arena(saved: SavedSet, *, alignment: int = 512, copy_free: bool = True,
         offloaded_bytes=sympy.Add(*[p.copied_bytes for p in placements
                                     if p.write is Write.OFFLOAD]),
     )
+
+
+def _place_group(saved: SavedSet, g: StorageGroup, cursor: _Cursor, host: _Cursor,
+                 copy_free: bool, staging: bool, offloaded: bool) -> Placement:
+    """Place one group at the cursor of its arena (the host's when offloaded)."""
+    members = [saved.tensor(m) for m in g.members]
+    if g.source is Source.INPUT and staging:
+        return _unslotted(g, Write.STAGED, "a view of a staged input")
+    if g.source is not Source.INTERMEDIATE:
+        return _unslotted(g, Write.NONE, "parameter or buffer: outlives every replay"
+                          if g.source is Source.PARAM else "user input: the caller owns it")
+    if offloaded:
+        p = _place(g, members, host.value, Write.OFFLOAD, ("the offload policy chose it", ""),
+                   saved.symbol_ranges, host=True)
+        host.advance(p.nbytes)
+        return p
+    write, why = _choose_write(g, members, copy_free, saved.symbol_ranges)
+    p = _place(g, members, cursor.value, write, why, saved.symbol_ranges)
+    cursor.advance(p.nbytes)
+    return p
 
 
 def _unslotted(g: StorageGroup, write: Write, reason: str) -> Placement:

@@ -7,6 +7,7 @@ documented fallback (the graph runs without slots; strict=True raises it).
 
 from __future__ import annotations
 
+import itertools
 import operator
 from typing import Any
 
@@ -104,7 +105,7 @@ def _check_bytes(plan: ArenaPlan, saved: SavedSet) -> int:
                         for p in plan.placements if p.write.owns_bytes] + [
             (evaluate(v.storage_offset, env) * itemsize(v.dtype), _view_bytes(v, env), v.name)
             for v in plan.staging], key=lambda span: span[:2])  # names and ids don't compare
-        for (a, an, ga), (b, _, gb) in zip(spans, spans[1:]):
+        for (a, an, ga), (b, _, gb) in itertools.pairwise(spans):
             assert a + an <= b, f"groups {ga} and {gb} overlap at {env}"
         for off, nb, g in spans:
             assert off % plan.alignment == 0, f"group {g} offset {off} is not aligned at {env}"
@@ -112,7 +113,7 @@ def _check_bytes(plan: ArenaPlan, saved: SavedSet) -> int:
         host_cap = evaluate(plan.host_capacity, env)
         host = sorted((evaluate(p.offset, env), evaluate(p.nbytes, env), p.group)
                       for p in plan.placements if p.write is Write.OFFLOAD)  # ids: ints
-        for (a, an, ga), (b, _, gb) in zip(host, host[1:]):
+        for (a, an, ga), (b, _, gb) in itertools.pairwise(host):
             assert a + an <= b, f"offloaded groups {ga} and {gb} overlap at {env}"
         assert all(off + nb <= host_cap for off, nb, _ in host), f"host arena overflow at {env}"
         n += 1
