@@ -128,7 +128,7 @@ class _Compiler:
             raise
         except Exception as e:
             self.variant = None
-            return self._fall_back(pristine, None, before, failure_reason(e))
+            return self._fall_back(pristine(), None, before, failure_reason(e))
 
     def _compile_forward(self, fw, example_inputs, before) -> Callable[..., Any]:
         assert self.num_fwd_outputs is not None and self.bw_module is not None

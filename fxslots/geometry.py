@@ -41,7 +41,10 @@ def span_elements(shape: Sequence[Number], stride: Sequence[Number]) -> Number:
     total: Number = sympy.Integer(1) if symbolic else 1
     for n, s in zip(shape, stride, strict=True):
         total = total + (n - 1) * s
-    return total
+    # Expanded, a contiguous span is the plain product again (s0*s1, not 1 + (s0 - 1)*s1 +
+    # s1 - 1): a canonical polynomial, cheap to build, and every sum and printout of it later
+    # stays short.
+    return sympy.expand(total) if symbolic else total
 
 
 def compact_elements(shape: Sequence[Number], stride: Sequence[Number]) -> Number:

@@ -89,7 +89,11 @@ class SavedTensor:
 
     @property
     def span_elems(self) -> Expr:
-        """Elements from the first to the last one addressed (inclusive)."""
+        """Elements from the first to the last one addressed (inclusive). A dense tensor spans
+        exactly its elements: the product of its sizes is that span in its shortest form (its
+        strides may carry guards such as ``Max(1, s0)`` that the span formula would keep)."""
+        if self.dense:
+            return sympy.Mul(*self.shape)
         return sympy.sympify(span_elements(self.shape, self.stride))
 
     @property

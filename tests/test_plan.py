@@ -78,8 +78,8 @@ def test_copied_group_copies_one_covering_member_and_aliases_the_rest():
 
 
 def test_slices_without_a_cover_copy_the_root_once():
-    lo = tensor("lo", [4, 4], stride=[8, 1])
-    hi = tensor("hi", [4, 4], stride=[8, 1], offset=4)
+    lo = tensor("lo", [4, 4], stride=[8, 1], dense=False)
+    hi = tensor("hi", [4, 4], stride=[8, 1], offset=4, dense=False)
     saved = SavedSet((lo, hi), (group(0, [lo, hi], root=root("h", [4, 8])),))
     (p,) = plan_arena(saved, copy_free=False).placements
     assert p.copies == ("h",) and p.copied_bytes == 128
@@ -87,8 +87,8 @@ def test_slices_without_a_cover_copy_the_root_once():
 
 
 def test_members_are_copied_one_by_one_when_nothing_covers_them():
-    lo = tensor("lo", [4, 4], stride=[8, 1])
-    hi = tensor("hi", [4, 4], stride=[8, 1], offset=4)
+    lo = tensor("lo", [4, 4], stride=[8, 1], dense=False)
+    hi = tensor("hi", [4, 4], stride=[8, 1], offset=4, dense=False)
     saved = SavedSet((lo, hi), (group(0, [lo, hi], root=None),))
     (p,) = plan_arena(saved).placements
     assert p.copies == ("lo", "hi") and p.copied_bytes == 128
@@ -159,8 +159,8 @@ def test_one_output_of_a_multi_output_op_is_written_in_place():
 
 def test_a_fused_projection_stays_whole_when_that_costs_less_than_copying_its_parts():
     # A QKV projection [4, 24]: k and v (two thirds of it) are saved, q is not.
-    k = tensor("k", [4, 8], stride=[24, 1], offset=8)
-    v = tensor("v", [4, 8], stride=[24, 1], offset=16)
+    k = tensor("k", [4, 8], stride=[24, 1], offset=8, dense=False)
+    v = tensor("v", [4, 8], stride=[24, 1], offset=16, dense=False)
     saved = SavedSet((k, v), (group(0, [k, v], root=root("qkv", [4, 24])),))
     (p,) = plan_arena(saved).placements
     assert p.write is Write.OUT and p.nbytes == 4 * 24 * 4 and p.copied_bytes == 0
@@ -171,7 +171,7 @@ def test_a_fused_projection_stays_whole_when_that_costs_less_than_copying_its_pa
 
 
 def test_a_small_slice_of_a_large_projection_is_copied_and_says_what_whole_would_cost():
-    k = tensor("k", [4, 8], stride=[96, 1], offset=8)
+    k = tensor("k", [4, 8], stride=[96, 1], offset=8, dense=False)
     saved = SavedSet((k,), (group(0, [k], root=root("qkv", [4, 96])),))
     (p,) = plan_arena(saved).placements
     assert p.write is Write.COPY and p.copies == ("k",) and p.copied_bytes == 128

@@ -10,7 +10,7 @@ views where it returned saved tensors, so the backward reads every saved tensor 
 from __future__ import annotations
 
 import operator
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import torch.fx as fx
@@ -207,9 +207,11 @@ def backward_slot_args(saved: SavedSet, plan: ArenaPlan) -> tuple[int | None, li
     return (min(slotted) if slotted else None), offloaded
 
 
-def snapshot(gm: fx.GraphModule) -> fx.GraphModule:
-    """A copy of ``gm`` that rewriting ``gm`` leaves alone: what the graph runs if a pass
-    fails half-way through it (node metadata is shared, not copied)."""
+def snapshot(gm: fx.GraphModule) -> Callable[[], fx.GraphModule]:
+    """A copy of ``gm``'s graph that rewriting ``gm`` leaves alone, and a function that builds
+    it into a module: what runs if a pass fails half-way through. Copying the nodes is cheap;
+    generating the module's code is not, so that waits for a failure (node metadata is
+    shared, not copied)."""
     graph = fx.Graph()
     graph.output(graph.graph_copy(gm.graph, {}))
-    return fx.GraphModule(gm, graph)
+    return lambda: fx.GraphModule(gm, graph)

@@ -93,33 +93,63 @@ def _in_slot(node: fx.Node, written: set) -> bool:
 
 
 def _check_bytes(plan: ArenaPlan, saved: SavedSet) -> int:
-    """No two groups share a live byte; every view lies inside the arena; offsets aligned."""
+    """No two groups share a live byte; every view lies inside the arena and every member
+    inside its group's bytes; offsets aligned. Checked at sample shapes."""
     exprs = [plan.capacity, plan.host_capacity] + [
         e for p in plan.placements for e in (p.offset, p.nbytes)] + [
         e for v in plan.staging for e in (v.storage_offset, *v.shape, *v.stride)]
     free = set().union(*(sympy.sympify(e).free_symbols for e in exprs))
+    free |= set().union(*(e.free_symbols for t in saved.tensors
+                          for e in (*t.shape, *t.stride, t.storage_offset)))
     n = 0
     for env in symbol_values(saved.symbol_ranges, free):
-        cap = evaluate(plan.capacity, env)
-        spans = sorted([(evaluate(p.offset, env), evaluate(p.nbytes, env), p.group)
+        ev = _Evaluator(env)
+        spans = sorted([(ev(p.offset), ev(p.nbytes), p.group)
                         for p in plan.placements if p.write.owns_bytes] + [
-            (evaluate(v.storage_offset, env) * itemsize(v.dtype), _view_bytes(v, env), v.name)
+            (ev(v.storage_offset) * itemsize(v.dtype), ev.span(v) * itemsize(v.dtype), v.name)
             for v in plan.staging], key=lambda span: span[:2])  # names and ids don't compare
-        for (a, an, ga), (b, _, gb) in itertools.pairwise(spans):
-            assert a + an <= b, f"groups {ga} and {gb} overlap at {env}"
-        for off, nb, g in spans:
-            assert off % plan.alignment == 0, f"group {g} offset {off} is not aligned at {env}"
-            assert off + nb <= cap, f"group {g} ends past the arena ({off}+{nb} > {cap}) at {env}"
-        host_cap = evaluate(plan.host_capacity, env)
-        host = sorted((evaluate(p.offset, env), evaluate(p.nbytes, env), p.group)
+        _check_disjoint(spans, ev(plan.capacity), plan.alignment, env)
+        host = sorted((ev(p.offset), ev(p.nbytes), p.group)
                       for p in plan.placements if p.write is Write.OFFLOAD)  # ids: ints
-        for (a, an, ga), (b, _, gb) in itertools.pairwise(host):
-            assert a + an <= b, f"offloaded groups {ga} and {gb} overlap at {env}"
-        assert all(off + nb <= host_cap for off, nb, _ in host), f"host arena overflow at {env}"
+        _check_disjoint(host, ev(plan.host_capacity), plan.alignment, env)
+        _check_members_inside(plan, saved, ev)
         n += 1
     return n
 
 
-def _view_bytes(v, env) -> int:
-    return span_elements([evaluate(x, env) for x in v.shape],
-                         [evaluate(x, env) for x in v.stride]) * itemsize(v.dtype)
+class _Evaluator:
+    """Sizes at one sample shape, each expression evaluated once (a graph repeats a few
+    sizes and strides many times)."""
+
+    def __init__(self, env):
+        self.env, self.memo = env, {}
+
+    def __call__(self, e) -> int:
+        if e not in self.memo:
+            self.memo[e] = evaluate(e, self.env)
+        return self.memo[e]
+
+    def span(self, t) -> int:
+        """Elements a tensor (or view) spans, from its evaluated sizes and strides."""
+        return span_elements([self(x) for x in t.shape], [self(x) for x in t.stride])
+
+
+def _check_disjoint(spans, capacity: int, alignment: int, env) -> None:
+    for (a, an, ga), (b, _, gb) in itertools.pairwise(spans):
+        assert a + an <= b, f"groups {ga} and {gb} overlap at {env}"
+    for off, nb, g in spans:
+        assert off % alignment == 0, f"group {g} offset {off} is not aligned at {env}"
+        assert off + nb <= capacity, f"group {g} ends past its arena ({off}+{nb} > {capacity})"
+
+
+def _check_members_inside(plan: ArenaPlan, saved: SavedSet, ev: _Evaluator) -> None:
+    """Every saved tensor's bytes lie inside its group's placement (the planner sizes a
+    dense tensor by its element count: this checks that count is its whole span)."""
+    for t in saved.tensors:
+        p = plan.placement(t.group)
+        if not (p.write.owns_bytes or p.write is Write.OFFLOAD):
+            continue
+        start = ev(p.member_offset(t))
+        end = start + ev.span(t) * t.itemsize
+        assert ev(p.offset) <= start and end <= ev(p.offset) + ev(p.nbytes), (
+            f"saved tensor {t.name} [{start}, {end}) lies outside group {t.group} at {ev.env}")
