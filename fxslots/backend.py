@@ -34,7 +34,7 @@ from .passes import (
 from .policies import PARTITIONERS, RECOMPUTE, choose_offload
 from .printing import format_graph
 from .runtime import EagerExecutor, SlotRing, SymbolBinder, Variant, boxed, warn_fallback
-from .schemas import ArenaPlan, SavedSet, Write
+from .schemas import ArenaPlan, SavedSet
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,8 @@ s1 = sympy.Symbol("s1", integer=True, positive=True)
 
 
 def test_span_and_compact_elements_take_ints_and_expressions():
-    assert g.span_elements((4, 8), (8, 1)) == 32 and isinstance(g.span_elements((4, 8), (8, 1)), int)
+    assert g.span_elements((4, 8), (8, 1)) == 32
+    assert isinstance(g.span_elements((4, 8), (8, 1)), int)
     assert g.span_elements((4, 8), (1, 4)) == 32  # transposed
     assert g.span_elements((3, 0), (1, 1)) == 0
     assert g.span_elements((s0, 8), (8, 1)) == 8 * s0

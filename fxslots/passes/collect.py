@@ -38,24 +38,33 @@ def collect_saved(
                                 else "not a tensor"))
         else:
             tensors.append((out_i, node, bw_i))
-    ranges = _symbol_ranges([n for _, n, _ in tensors])
     keys: dict[Any, int] = {}
     for _, n, _ in tensors:
         keys.setdefault(_torch.storage_key(_tensor_val(n)), len(keys))
     saved = [_saved_tensor(n, keys[_torch.storage_key(_tensor_val(n))], out_i, bw_i)
              for out_i, n, bw_i in tensors]
+    ranges = _symbol_ranges([n for _, n, _ in tensors])
     user_visible = {_torch.storage_key(v) for n in outputs[:num_fwd_outputs]
                     if (v := _tensor_val(n)) is not None}
+    groups = _groups(fw, saved, keys, static_input_indices, user_visible, ranges)
+    return SavedSet(tuple(saved), tuple(groups), ranges, tuple(passthrough))
+
+
+def _groups(fw, saved: list[SavedTensor], keys: dict[Any, int], static_input_indices,
+            user_visible: set, ranges) -> list[StorageGroup]:
+    """One group per storage, in order of first appearance, with its root when the forward
+    allocates it."""
     producers = _storage_producers(fw)
     sources = _placeholder_sources(fw, static_input_indices)
     groups = []
     for key, gid in keys.items():
         producer = producers.get(key)
-        source = sources.get(producer.name, Source.INTERMEDIATE) if producer else Source.INTERMEDIATE
+        source = (sources.get(producer.name, Source.INTERMEDIATE) if producer
+                  else Source.INTERMEDIATE)
         root = _root(producer, ranges) if producer and source is Source.INTERMEDIATE else None
         groups.append(_group(gid, [t for t in saved if t.group == gid], source, root,
                              key in user_visible))
-    return SavedSet(tuple(saved), tuple(groups), ranges, tuple(passthrough))
+    return groups
 
 
 def match_backward(outputs: list[Any], bw: fx.GraphModule, num_fwd_outputs: int):
