@@ -13,7 +13,7 @@ import torch
 import torch.fx as fx
 
 from . import _torch, kernels, state
-from .errors import OptionsError
+from .errors import OptionsError, UnsupportedGraphError
 from .fallback import fall_back
 from .options import Options, refusing
 from .passes import (
@@ -22,6 +22,9 @@ from .passes import (
     collect_saved,
     observe,
     plan_arena,
+    backward_slot_args,
+    failure_reason,
+    snapshot,
     rewrite_forward,
     tag_recompute,
     unplaceable_reason,
@@ -36,10 +39,10 @@ from .record import CompiledGraphs, graph_lines
 from .report import plan_to_json
 from .runtime.cudagraphs.executor import GraphExecutor
 from .runtime.layout import SymbolBinder
-from .runtime.region import Region
+from .runtime.region import Region, region_for
 from .passes.accumulate import accumulate_grads
 from .runtime.variant import Accumulate, EagerExecutor, Variant, boxed
-from .schemas import ArenaPlan, SavedSet, Write
+from .schemas import ArenaPlan, SavedSet
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +56,7 @@ def fxslots_backend(gm: fx.GraphModule, example_inputs: list[Any], *,
             raise OptionsError(
                 f"fxslots takes no mode= (got {mode!r}); configure it through options={{...}}")
         opts = Options.parse(options)
-        region = _region_for(opts, options)  # an arena group may refuse these options
+        region = region_for(opts, options)  # an arena group may refuse these options
     except OptionsError as e:
         return refusing(e)  # raised at the call, where `except fxslots.OptionsError` sees it
     state.counters["compiles"] += 1
@@ -68,39 +71,6 @@ def fxslots_backend(gm: fx.GraphModule, example_inputs: list[Any], *,
     )(gm, example_inputs)
 
 
-def _region_for(opts: Options, raw_options: Any) -> Region:
-    """Variants of one region (recompiles of one Dynamo frame, same torch.compile options
-    object) share one region, so their arenas are sized by the largest, not summed."""
-    frame = _torch.current_frame_id()
-    key = (frame, id(raw_options), opts)
-    region = state.regions.get(key)
-    if region is None:
-        name = f"region {frame if frame is not None else len(state.regions)}"
-        region = state.regions[key] = _joined(opts) or Region.new(name, opts)
-    return region
-
-
-def _joined(opts: Options) -> Region | None:
-    """A region of ``opts.arena_group``: the group's ring and staging buffer, shared with the
-    regions already in it (stages of one pipeline rank whose frames are never all live)."""
-    if opts.arena_group is None:
-        return None
-    peer = next((r for r in state.regions.values()
-                 if r.ring.options.arena_group == opts.arena_group), None)
-    if peer is None:
-        return Region.new(f"arena group {opts.arena_group!r}", opts)
-    theirs = peer.ring.options
-    for name in ("slots", "max_arena_bytes", "debug"):
-        if getattr(theirs, name) != getattr(opts, name):
-            raise OptionsError(
-                f"fxslots: regions of arena_group {opts.arena_group!r} share one slot ring, "
-                f"so they need one option {name!r}: this one has {getattr(opts, name)!r}, "
-                f"the group {getattr(theirs, name)!r}; give them the same value (one arena "
-                f"group per pipeline rank: fxslots.pipelining.plan(schedule).options(stage))")
-    # One set of anchors: the group's memory is freed when the last of its models dies.
-    return Region(peer.ring, peer.staging, _anchors=peer._anchors)
-
-
 class _Compiler:
     """Callbacks for one AOTAutograd compile: partition, then forward, then (lazily) backward."""
 
@@ -112,7 +82,6 @@ class _Compiler:
         self.bw_module: fx.GraphModule | None = None
         self.variant: Variant | None = None
         self.record: CompiledGraphs | None = None
-        self.slotted_saved: set[str] = set()
         self.caps = None  # the device's rates, for offload planning
 
     def partition(self, joint: fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int,
@@ -135,9 +104,19 @@ class _Compiler:
         return boxed(lambda args: run(*args))
 
     def compile_forward(self, fw: fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
-        """collect -> plan -> rewrite -> verify; or fall back, with the reason, to no slots."""
+        """collect -> plan -> rewrite -> verify; or fall back, with the reason, to no slots.
+        A failure inside the passes falls back too: it never stops the user's training."""
+        before, pristine = format_graph(fw), snapshot(fw)
+        try:
+            return self._compile_forward(fw, example_inputs, before)
+        except UnsupportedGraphError:  # strict=True: _fall_back raised it already
+            raise
+        except Exception as e:
+            self.variant = None
+            return self._fall_back(pristine(), None, before, failure_reason(e), example_inputs)
+
+    def _compile_forward(self, fw, example_inputs, before) -> Callable[..., Any]:
         assert self.num_fwd_outputs is not None and self.bw_module is not None
-        before = format_graph(fw)
         _torch.declare_no_donated_buffers()
         static = self.static_inputs = (self.static_inputs
                                        or _torch.tracing_static_input_indices())
@@ -161,8 +140,6 @@ class _Compiler:
         self.variant = self._variant(fw, plan, binder, device, graphs, static, example_inputs)
         findings = self._inductor_forward(fw, example_inputs, static)
         plan = self.variant.plan  # as Inductor's code writes the slot, when it compiled
-        self.slotted_saved = {t.name for t in saved.tensors
-                              if plan.placement(t.group).write is not Write.NONE}
         self.record = state.record(CompiledGraphs(
             self.variant, saved, plan, before, format_graph(fw), forward_lines=graph_lines(fw),
             kernels=findings))
@@ -218,6 +195,7 @@ class _Compiler:
         return run or gm
 
     def _fall_back(self, fw, saved, before, reason, example_inputs) -> Callable[..., Any]:
+        reason = f"graph {_torch.compile_id() or '?'} ({self.region.ring.name}): {reason}"
         fall_back(reason, self.options.strict)
         self.record = state.record(CompiledGraphs(None, saved, None, before, before,
                                                   fallback=reason, forward_lines=graph_lines(fw)))
@@ -245,16 +223,14 @@ class _Compiler:
             return boxed(lambda args: run(*args))
         variant.backward_graph = bw
         variant.backward_kernel = run if run is not bw else None
-        names = [p.name for p in bw.graph.find_nodes(op="placeholder")]
-        readable = [i for i, n in enumerate(names) if n in self.slotted_saved]
-        variant.saved_arg_index = readable[0] if readable else None
+        # By position, not name: a saved RNG state reaches the backward under another name.
+        variant.saved_arg_index, _ = backward_slot_args(self.record.saved, variant.plan)
         variant.accumulate = _accumulate(bw, self.static_inputs, self.options)
         if variant.accumulate is not None and self.options.kernels == "inductor":
             variant.accumulate = kernels.compile_accumulate(
                 variant.accumulate, example_inputs,
                 f"the accumulating backward graph of {variant.name}", self.options)
-        log.info("compile_backward: %s reads %d saved tensors from its slot", variant.name,
-                 len(readable))
+        log.info("compile_backward: %s reads saved tensors from its slot", variant.name)
         return boxed(variant.backward)
 
 

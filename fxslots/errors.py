@@ -23,3 +23,22 @@ class CaptureError(FxslotsError):
 
 class UnsupportedGraphError(FxslotsError):
     """A graph fxslots cannot place in slots (raised in strict mode, else it falls back)."""
+
+
+class PassError(FxslotsError):
+    """A pass could not handle a graph: names the pass, the node and the cause.
+
+    The backend turns it into the documented fallback (the graph runs without slots, with a
+    warning; raised as UnsupportedGraphError only with strict=True). It never reaches a user's
+    training loop otherwise.
+    """
+
+    def __init__(self, node: str | None, cause: str, pass_name: str | None = None):
+        super().__init__(node, cause)
+        self.node = node
+        self.cause = cause
+        self.pass_name = pass_name  # filled in by the observer that ran the pass
+
+    def __str__(self) -> str:
+        at = f" at node {self.node}" if self.node else ""
+        return f"{self.pass_name or 'a pass'} failed{at}: {self.cause}"

@@ -17,6 +17,7 @@ import torch.fx as fx
 
 from . import _torch
 from .costs import DeviceCaps, graph_seconds
+from .geometry import evaluate, symbol_values
 from .passes.plan import copied_whole
 from .schemas import SavedSet, Source
 
@@ -69,7 +70,7 @@ def offloadable(saved: SavedSet) -> list:
     for g in saved.groups:
         members = [saved.tensor(m) for m in g.members]
         if (g.source is Source.INTERMEDIATE and len({m.dtype for m in members}) == 1
-                and copied_whole(g, members)):
+                and copied_whole(g, members, saved.symbol_ranges)):
             out.append(g)
     return out
 
@@ -77,9 +78,11 @@ def offloadable(saved: SavedSet) -> list:
 def group_bytes(saved: SavedSet, nbytes: sympy.Expr, largest: bool = False) -> int:
     """Bytes at the smallest shape the symbols allow (the safe side for a threshold), or at
     the largest bounded one (the safe side for a budget)."""
-    env = {s: sympy.Integer(hi if largest and hi is not None else max(lo, 2))
-           for s, (lo, hi) in saved.symbol_ranges.items()}
-    return int(nbytes.xreplace(env)) if nbytes.free_symbols <= set(env) else 0
+    if not nbytes.free_symbols <= set(saved.symbol_ranges):
+        return 0
+    env = next(symbol_values(saved.symbol_ranges, nbytes.free_symbols,
+                             points=("high" if largest else "low",)), None)
+    return 0 if env is None else evaluate(nbytes, env)
 
 
 def _mib(n: int) -> str:

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from . import _torch, streams
-from .runtime.layout import span_elements
+from .geometry import span_elements
 
 _LIB = torch.library.Library("fxslots", "FRAGMENT")
 _INTO: dict[str, _torch.OpOverload] = {}
@@ -28,7 +28,7 @@ _INTO: dict[str, _torch.OpOverload] = {}
 def into_op(out_overload: _torch.OpOverload) -> _torch.OpOverload:
     """``fxslots::<op>_<overload>_into``: the arguments of ``out_overload``, returning nothing,
     so that Inductor accepts it (it refuses ops that return an alias of an input)."""
-    schema = _torch.schema_of(out_overload)
+    schema = _torch.op_schema(out_overload)
     key = f"{schema.name}.{schema.overload_name}"
     op = _INTO.get(key)
     if op is None:

@@ -8,7 +8,8 @@ import torch
 import torch.fx as fx
 
 from . import _torch
-from .passes.rewrite import SLOT_META
+from .geometry import itemsize
+from .schemas import SLOT_META
 from .schemas import ArenaPlan, SavedSet, SlotView, Write
 
 _DTYPES = {
@@ -48,7 +49,7 @@ def _arg(a: Any) -> str:
 def _annotation(node: fx.Node) -> str:
     meta = node.meta.get(SLOT_META)
     if isinstance(meta, SlotView):
-        nbytes = meta.storage_offset * torch.empty((), dtype=meta.dtype).element_size()
+        nbytes = meta.storage_offset * itemsize(meta.dtype)
         arena = "host arena" if meta.host else "slot"
         return shape_str(meta.dtype, meta.shape) + f" @ {arena} byte {nbytes}"
     v = node.meta.get("val")
@@ -94,7 +95,7 @@ def format_plan(saved: SavedSet, plan: ArenaPlan) -> str:
         for m in g.members:
             t = saved.tensor(m)
             where = "-" if not (p.write.owns_bytes or p.write is Write.OFFLOAD) else str(
-                p.offset + t.storage_offset * t.itemsize - g.byte_start)
+                p.member_offset(t))
             if p.write is Write.OFFLOAD:
                 where = "host " + where
             write = p.write.value
@@ -108,10 +109,7 @@ def format_plan(saved: SavedSet, plan: ArenaPlan) -> str:
     lines = [fmt.format(*header).rstrip(), fmt.format(*("-" * w for w in widths)).rstrip()]
     lines += [fmt.format(*r).rstrip() for r in rows]
     lines.append("")
-    lines.append("groups:")
-    for p in plan.placements:
-        lines.append(f"  g{p.group}: {p.write.value:<9} offset {p.offset}, {p.nbytes} bytes"
-                     f"  ({p.reason})")
+    lines += _group_lines(saved, plan)
     lines.append(f"arena bytes per slot: {plan.capacity}"
                  + (f" (at most {plan.capacity_bound})"
                     if plan.capacity_bound is not None and not plan.capacity.is_Integer else ""))
@@ -121,3 +119,17 @@ def format_plan(saved: SavedSet, plan: ArenaPlan) -> str:
         lines.append(f"host arena bytes per slot: {plan.host_capacity}, "
                      f"bytes offloaded per forward: {plan.offloaded_bytes}")
     return "\n".join(lines)
+
+
+def _group_lines(saved: SavedSet, plan: ArenaPlan) -> list[str]:
+    """Each group's write and why; for a copied one, what would make it copy-free."""
+    lines = ["groups:"]
+    for p in plan.placements:
+        lines.append(f"  g{p.group}: {p.write.value:<9} offset {p.offset}, {p.nbytes} bytes"
+                     f"  ({p.reason})")
+        if p.write is Write.COPY and p.remedy:
+            lines.append(f"      copy-free would take: {p.remedy}")
+    if saved.passthrough:
+        lines.append("passed to backward untouched: " + ", ".join(
+            f"{name} ({what})" for name, what in saved.passthrough))
+    return lines

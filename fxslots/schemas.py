@@ -9,11 +9,23 @@ from __future__ import annotations
 
 import enum
 import functools
+import itertools
 from dataclasses import dataclass, field
 from typing import Mapping
 
 import sympy
 import torch
+
+from . import _torch
+from .geometry import (
+    align_up, compact_elements, evaluate, itemsize, member_byte_offset, span_elements,
+)
+
+# ``evaluate`` and ``align_up`` live in fxslots.geometry; re-exported because the runtime, the
+# plot and the benchmarks import them from here.
+__all__ = ["align_up", "evaluate", "expr"]
+
+SLOT_META = "fxslots"  # node.meta key: what a pass did at this node, for printing
 
 Expr = sympy.Expr
 
@@ -21,25 +33,8 @@ Expr = sympy.Expr
 def expr(x) -> Expr:
     """A sympy expression for an int, a SymInt or an expression."""
     if isinstance(x, torch.SymInt):
-        return sympy.sympify(x.node.expr)
+        return sympy.sympify(_torch.sym_expr(x))
     return sympy.sympify(x)
-
-
-def evaluate(e: Expr, env: Mapping[sympy.Symbol, int]) -> int:
-    """The integer value of ``e`` once its symbols are bound."""
-    if e.is_Integer:
-        return int(e)
-    v = e.xreplace({s: sympy.Integer(env[s]) for s in e.free_symbols})
-    if not v.is_Integer:
-        raise ValueError(f"fxslots: {e} did not evaluate to an integer under {dict(env)}: {v}")
-    return int(v)
-
-
-def align_up(nbytes: Expr, alignment: int) -> Expr:
-    """Round ``nbytes`` up to a multiple of ``alignment`` (stays exact when symbolic)."""
-    if nbytes.is_Integer:
-        return sympy.Integer(-(-int(nbytes) // alignment) * alignment)
-    return alignment * sympy.ceiling(nbytes / alignment)
 
 
 class Source(str, enum.Enum):
@@ -69,8 +64,10 @@ class Write(str, enum.Enum):
 class SavedTensor:
     """A forward output that only the backward consumes (one saved-tensor edge).
 
-    Invariants: ``len(shape) == len(stride)``; ``name`` is both a forward output node and a
-    backward placeholder; ``storage_offset`` is in elements of ``dtype``, absolute in the storage.
+    Invariants: ``len(shape) == len(stride)``; ``storage_offset`` is in elements of ``dtype``,
+    absolute in the storage. ``name`` is the forward node; the backward receives it as its
+    placeholder number ``backward_index`` (matched by position, as AOTAutograd passes it: the
+    backward may name it differently). Both indices are -1 in hand-built plans.
     """
 
     name: str
@@ -82,21 +79,24 @@ class SavedTensor:
     group: int
     dense: bool  # non-overlapping and dense: one copy of it fills its span
     overlapping: bool  # some elements share memory through a nonzero stride (unfold): unplaceable
+    output_index: int = -1  # its position among the forward graph's outputs
+    backward_index: int = -1  # its position among the backward graph's placeholders
 
     def __post_init__(self) -> None:
         assert len(self.shape) == len(self.stride), (self.name, self.shape, self.stride)
 
     @property
     def itemsize(self) -> int:
-        return torch.empty((), dtype=self.dtype).element_size()
+        return itemsize(self.dtype)
 
     @property
     def span_elems(self) -> Expr:
-        """Elements from the first to the last one addressed (inclusive)."""
-        if any(s == 0 for s in self.shape):
-            return sympy.Integer(0)
-        return 1 + sum(((s - 1) * st for s, st in zip(self.shape, self.stride, strict=True)),
-                       sympy.Integer(0))
+        """Elements from the first to the last one addressed (inclusive). A dense tensor spans
+        exactly its elements: the product of its sizes is that span in its shortest form (its
+        strides may carry guards such as ``Max(1, s0)`` that the span formula would keep)."""
+        if self.dense:
+            return sympy.Mul(*self.shape)
+        return sympy.sympify(span_elements(self.shape, self.stride))
 
     @property
     def nbytes(self) -> Expr:
@@ -105,23 +105,42 @@ class SavedTensor:
     @property
     def compact_bytes(self) -> Expr:
         """Bytes a copy of it moves: stride-0 (expanded) dimensions count once."""
-        n = sympy.Integer(self.itemsize)
-        for s, st in zip(self.shape, self.stride, strict=True):
-            if st != 0:
-                n = n * s
-        return n
+        return sympy.sympify(compact_elements(self.shape, self.stride)) * self.itemsize
 
 
 @dataclass(frozen=True)
 class Root:
-    """The forward node that allocates a group's storage, covering it densely from byte 0."""
+    """The forward value that allocates a group's storage, covering it densely from byte 0.
+
+    For an op with several outputs (``native_batch_norm``...) it is one ``getitem`` of the
+    op: ``producer`` names the op's node and ``output`` says which of its outputs it is.
+    Invariants: exactly one of ``out_overload`` and ``why_not_out`` is set; ``remedy`` says
+    what would make a root without a route copy-free.
+    """
 
     name: str
     shape: tuple[Expr, ...]
     stride: tuple[Expr, ...]
     dtype: torch.dtype
-    out_overload: str | None  # e.g. "aten::mm.out" when the producer has an out= form
-    why_not_out: str | None = None  # the reason no out= form applies, when out_overload is None
+    # How the producer writes into given memory: its out= overload ("aten::mm.out"), or
+    # "aten::copy_" for an op that is itself a copy (clone, _to_copy).
+    out_overload: str | None
+    why_not_out: str | None = None  # why no route applies, when out_overload is None
+    remedy: str | None = None  # what it would take to write it in place
+    producer: str | None = None  # the multi-output op computing it; None: ``name`` itself
+    output: int = 0  # which output of ``producer``
+    via: str | None = None  # the op sequence replayed to reach ``out_overload``, if any
+
+    def __post_init__(self) -> None:
+        assert (self.out_overload is None) != (self.why_not_out is None), self
+        assert self.producer is not None or self.output == 0, self
+
+    @property
+    def nbytes(self) -> Expr:
+        n = sympy.Integer(itemsize(self.dtype))
+        for s in self.shape:
+            n = n * s
+        return n
 
 
 @dataclass(frozen=True)
@@ -151,6 +170,9 @@ class SavedSet:
     tensors: tuple[SavedTensor, ...]
     groups: tuple[StorageGroup, ...]
     symbol_ranges: Mapping[sympy.Symbol, tuple[int, int | None]] = field(default_factory=dict)
+    # Saved values that take no part in planning and reach the backward untouched, as
+    # (forward node, what it is): RNG states of checkpointed random ops, symbolic ints.
+    passthrough: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         names = [t.name for t in self.tensors]
@@ -159,7 +181,11 @@ class SavedSet:
         assert in_groups == sorted(names), "every saved tensor is in exactly one group"
 
     def tensor(self, name: str) -> SavedTensor:
-        return next(t for t in self.tensors if t.name == name)
+        return self._by_name[name]
+
+    @functools.cached_property
+    def _by_name(self) -> dict[str, SavedTensor]:
+        return {t.name: t for t in self.tensors}
 
 
 @dataclass(frozen=True)
@@ -180,16 +206,32 @@ class SlotView:
 
 @dataclass(frozen=True)
 class Placement:
-    """Where one storage group lives in a slot, and how its bytes get there."""
+    """Where one storage group lives in a slot, and how its bytes get there.
+
+    Invariants: a copy-free placement copies nothing; a copied or offloaded one copies at
+    least one value.
+    """
 
     group: int
     write: Write
     offset: Expr  # bytes from the arena's start (the host arena's, when offloaded); aligned
-    nbytes: Expr  # the group's span
+    nbytes: Expr  # bytes it holds: the group's span, or its whole root when kept whole
     copies: tuple[str, ...]  # values copied into the slot: a member, or the group's root
     copied_bytes: Expr
     views: tuple[SlotView, ...]
     reason: str  # why this write kind was chosen
+    storage_start: Expr = sympy.Integer(0)  # the storage byte that lands at ``offset``
+    remedy: str = ""  # for a copied group: what it would take to write it in place
+
+    def __post_init__(self) -> None:
+        if self.write is Write.OUT:
+            assert not self.copies and self.copied_bytes == 0, self
+        if self.write in (Write.COPY, Write.OFFLOAD):
+            assert self.copies, self
+
+    def member_offset(self, t: "SavedTensor") -> Expr:
+        """Arena byte (host arena's, when offloaded) where member ``t`` starts."""
+        return member_byte_offset(self.offset, self.storage_start, t.storage_offset, t.dtype)
 
 
 @dataclass(frozen=True)
@@ -214,9 +256,12 @@ class ArenaPlan:
             placed = [p for p in self.placements if p.write in kinds]
             for p in placed:
                 assert p.offset.is_Integer is False or int(p.offset) % self.alignment == 0, p
-            for a, b in zip(placed, placed[1:]):
-                gap = sympy.simplify(b.offset - (a.offset + a.nbytes))
-                assert not (gap.is_number and gap < 0), f"groups {a.group} and {b.group} overlap"
+            for a, b in itertools.pairwise(placed):
+                # Symbolic gaps are checked at concrete shapes by verify_forward: subtracting
+                # long symbolic sums here would make planning quadratic.
+                if a.offset.is_Integer and a.nbytes.is_Integer and b.offset.is_Integer:
+                    assert b.offset >= a.offset + a.nbytes, (
+                        f"groups {a.group} and {b.group} overlap")
 
     @functools.cached_property
     def views(self) -> tuple[SlotView, ...]:
@@ -234,8 +279,8 @@ class ArenaPlan:
 
     @property
     def copy_free_bytes(self) -> Expr:
-        return sum((p.nbytes for p in self.placements if p.write is Write.OUT), sympy.Integer(0))
+        return sympy.Add(*[p.nbytes for p in self.placements if p.write is Write.OUT])
 
     @property
     def slot_bytes(self) -> Expr:
-        return sum((p.nbytes for p in self.placements if p.write.owns_bytes), sympy.Integer(0))
+        return sympy.Add(*[p.nbytes for p in self.placements if p.write.owns_bytes])

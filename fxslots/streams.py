@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from .runtime.layout import span_elements
+from .geometry import span_elements
 
 _STREAMS: dict[tuple[int, str], Any] = {}
 

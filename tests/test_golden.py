@@ -198,10 +198,10 @@ def forward(
     transpose_2: f32[2, 2, 8, 8] = aten.transpose.int(view_4, 1, 2)
     transpose_3: f32[2, 2, 8, 8] = aten.transpose.int(transpose_1, -2, -1)
     expand: f32[2, 2, 8, 8] = aten.expand(transpose, [2, 2, 8, 8])
-    clone: f32[2, 2, 8, 8] = aten.clone.out(expand, memory_format=torch.contiguous_format, out=slot_clone)  # copy-free: slot bytes [3072, 4096) hold group 5
+    clone: f32[2, 2, 8, 8] = aten.copy_(slot_clone, expand)  # copy-free: slot bytes [3072, 4096) hold group 5
     _unsafe_view: f32[4, 8, 8] = aten._unsafe_view(clone, [4, 8, 8])
     expand_1: f32[2, 2, 8, 8] = aten.expand(transpose_3, [2, 2, 8, 8])
-    clone_1: f32[2, 2, 8, 8] = aten.clone.out(expand_1, memory_format=torch.contiguous_format, out=slot_clone_1)  # copy-free: slot bytes [4096, 5120) hold group 6
+    clone_1: f32[2, 2, 8, 8] = aten.copy_(slot_clone_1, expand_1)  # copy-free: slot bytes [4096, 5120) hold group 6
     _unsafe_view_1: f32[4, 8, 8] = aten._unsafe_view(clone_1, [4, 8, 8])
     bmm: f32[4, 8, 8] = aten.bmm(_unsafe_view, _unsafe_view_1)
     view_5: f32[2, 2, 8, 8] = aten.view(bmm, [2, 2, 8, 8])
@@ -210,12 +210,12 @@ def forward(
     expand_2: f32[2, 2, 8, 8] = aten.expand(_softmax, [2, 2, 8, 8])
     view_6: f32[4, 8, 8] = aten.view(expand_2, [4, 8, 8])
     expand_3: f32[2, 2, 8, 8] = aten.expand(transpose_2, [2, 2, 8, 8])
-    clone_2: f32[2, 2, 8, 8] = aten.clone.out(expand_3, memory_format=torch.contiguous_format, out=slot_clone_2)  # copy-free: slot bytes [2048, 3072) hold group 4
+    clone_2: f32[2, 2, 8, 8] = aten.copy_(slot_clone_2, expand_3)  # copy-free: slot bytes [2048, 3072) hold group 4
     _unsafe_view_2: f32[4, 8, 8] = aten._unsafe_view(clone_2, [4, 8, 8])
     bmm_1: f32[4, 8, 8] = aten.bmm(view_6, _unsafe_view_2)
     view_7: f32[2, 2, 8, 8] = aten.view(bmm_1, [2, 2, 8, 8])
     transpose_4: f32[2, 8, 2, 8] = aten.transpose.int(view_7, 1, 2)
-    clone_3: f32[2, 8, 2, 8] = aten.clone.out(transpose_4, memory_format=torch.contiguous_format, out=slot_clone_3)  # copy-free: slot bytes [1024, 2048) hold group 3
+    clone_3: f32[2, 8, 2, 8] = aten.copy_(slot_clone_3, transpose_4)  # copy-free: slot bytes [1024, 2048) hold group 3
     _unsafe_view_3: f32[2, 8, 16] = aten._unsafe_view(clone_3, [2, 8, 16])
     view_8: f32[16, 16] = aten.view(_unsafe_view_3, [16, 16])
     t_1: f32[16, 16] = aten.t(primals_4)
@@ -300,10 +300,10 @@ groups:
   g0: no slot   offset 0, 1024 bytes  (parameter or buffer: outlives every replay)
   g1: no slot   offset 0, 1024 bytes  (user input: the caller owns it)
   g2: copy-free offset 0, 1024 bytes  (aten::_softmax.out writes it in place)
-  g3: copy-free offset 1024, 1024 bytes  (aten::clone.out writes it in place)
-  g4: copy-free offset 2048, 1024 bytes  (aten::clone.out writes it in place)
-  g5: copy-free offset 3072, 1024 bytes  (aten::clone.out writes it in place)
-  g6: copy-free offset 4096, 1024 bytes  (aten::clone.out writes it in place)
+  g3: copy-free offset 1024, 1024 bytes  (clone_3 is itself a copy: aten::copy_ writes it into the slot)
+  g4: copy-free offset 2048, 1024 bytes  (clone_2 is itself a copy: aten::copy_ writes it into the slot)
+  g5: copy-free offset 3072, 1024 bytes  (clone is itself a copy: aten::copy_ writes it into the slot)
+  g6: copy-free offset 4096, 1024 bytes  (clone_1 is itself a copy: aten::copy_ writes it into the slot)
 arena bytes per slot: 5120
 saved bytes in slot: 5120, copy-free: 5120
 bytes copied per forward: 0""")
@@ -428,6 +428,7 @@ expand     f32[4, 8]  [0, 1]   32     g1     0       copied (alias of mm)
 groups:
   g0: no slot   offset 0, 128 bytes  (user input: the caller owns it)
   g1: copied    offset 0, 256 bytes  (copy_free=False)
+      copy-free would take: copy_free=True
 arena bytes per slot: 512
 saved bytes in slot: 256, copy-free: 0
 bytes copied per forward: 256""")
@@ -626,6 +627,7 @@ detach_1  f32[4, 8]  [8, 1]  128    g1     512     copied (copy)
 groups:
   g0: copy-free offset 0, 128 bytes  (aten::mul.out writes it in place)
   g1: copied    offset 512, 128 bytes  (a user output shares its storage)
+      copy-free would take: not returning this value from the model (the caller owns user outputs)
 arena bytes per slot: 1024
 saved bytes in slot: 256, copy-free: 128
 bytes copied per forward: 128""")

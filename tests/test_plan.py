@@ -78,8 +78,8 @@ def test_copied_group_copies_one_covering_member_and_aliases_the_rest():
 
 
 def test_slices_without_a_cover_copy_the_root_once():
-    lo = tensor("lo", [4, 4], stride=[8, 1])
-    hi = tensor("hi", [4, 4], stride=[8, 1], offset=4)
+    lo = tensor("lo", [4, 4], stride=[8, 1], dense=False)
+    hi = tensor("hi", [4, 4], stride=[8, 1], offset=4, dense=False)
     saved = SavedSet((lo, hi), (group(0, [lo, hi], root=root("h", [4, 8])),))
     (p,) = plan_arena(saved, copy_free=False).placements
     assert p.copies == ("h",) and p.copied_bytes == 128
@@ -87,8 +87,8 @@ def test_slices_without_a_cover_copy_the_root_once():
 
 
 def test_members_are_copied_one_by_one_when_nothing_covers_them():
-    lo = tensor("lo", [4, 4], stride=[8, 1])
-    hi = tensor("hi", [4, 4], stride=[8, 1], offset=4)
+    lo = tensor("lo", [4, 4], stride=[8, 1], dense=False)
+    hi = tensor("hi", [4, 4], stride=[8, 1], offset=4, dense=False)
     saved = SavedSet((lo, hi), (group(0, [lo, hi], root=None),))
     (p,) = plan_arena(saved).placements
     assert p.copies == ("lo", "hi") and p.copied_bytes == 128
@@ -146,3 +146,77 @@ def test_plan_invariants_are_checked():
     a = tensor("a", [4], group=0)
     with pytest.raises(AssertionError, match="exactly one group"):
         SavedSet((a,), ())
+
+
+def test_one_output_of_a_multi_output_op_is_written_in_place():
+    mean = tensor("getitem_1", [8], group=0)
+    r = Root("getitem_1", mean.shape, mean.stride, torch.float32, "aten::native_batch_norm.out",
+             producer="native_batch_norm", output=1)
+    (p,) = plan_arena(SavedSet((mean,), (group(0, [mean], root=r),))).placements
+    assert p.write is Write.OUT and p.copies == () and [v.holds for v in p.views] == ["getitem_1"]
+    assert "output 1 of native_batch_norm" in p.reason
+
+
+def test_a_fused_projection_stays_whole_when_that_costs_less_than_copying_its_parts():
+    # A QKV projection [4, 24]: k and v (two thirds of it) are saved, q is not.
+    k = tensor("k", [4, 8], stride=[24, 1], offset=8, dense=False)
+    v = tensor("v", [4, 8], stride=[24, 1], offset=16, dense=False)
+    saved = SavedSet((k, v), (group(0, [k, v], root=root("qkv", [4, 24])),))
+    (p,) = plan_arena(saved).placements
+    assert p.write is Write.OUT and p.nbytes == 4 * 24 * 4 and p.copied_bytes == 0
+    assert [x.holds for x in p.views] == ["qkv"] and p.storage_start == 0
+    assert [p.member_offset(t) for t in (k, v)] == [32, 64]  # where they sit in the root
+    assert "span 352 of the 384 bytes" in p.reason
+    assert "keeping it whole costs 32 slot bytes" in p.reason
+
+
+def test_a_small_slice_of_a_large_projection_is_copied_and_says_what_whole_would_cost():
+    k = tensor("k", [4, 8], stride=[96, 1], offset=8, dense=False)
+    saved = SavedSet((k,), (group(0, [k], root=root("qkv", [4, 96])),))
+    (p,) = plan_arena(saved).placements
+    assert p.write is Write.COPY and p.copies == ("k",) and p.copied_bytes == 128
+    assert "fewer than the" in p.reason and p.remedy.startswith("a slot ")
+
+
+def test_copied_groups_say_what_would_make_them_copy_free():
+    a = tensor("a", [4, 8], group=0)
+    r = Root("a", a.shape, a.stride, torch.float32, None, "aten::foo.out is composite on cpu",
+             remedy="a cpu kernel for aten::foo.out")
+    (p,) = plan_arena(SavedSet((a,), (group(0, [a], root=r),))).placements
+    assert p.write is Write.COPY and p.remedy == "a cpu kernel for aten::foo.out"
+    from fxslots.printing import format_plan
+
+    text = format_plan(SavedSet((a,), (group(0, [a], root=r),),
+                                passthrough=(("getitem_2", "an RNG state"),)),
+                       plan_arena(SavedSet((a,), (group(0, [a], root=r),))))
+    assert "copy-free would take: a cpu kernel for aten::foo.out" in text
+    assert "passed to backward untouched: getitem_2 (an RNG state)" in text
+
+
+def _stack(n):
+    """``n`` storage groups over three symbols, twelve distinct sizes (a layer stack)."""
+    s1 = sympy.Symbol("s1", integer=True, positive=True)
+    s2 = sympy.Symbol("s2", integer=True, positive=True)
+    sizes = [[s0, 16 * (i % 7 + 1)] if i % 2 else [s1, s2, i % 5 + 1] for i in range(n)]
+    ts = [tensor(f"t{i}", shape, group=i) for i, shape in enumerate(sizes)]
+    return SavedSet(tuple(ts), tuple(group(i, [t], root=root(t.name, t.shape))
+                                     for i, t in enumerate(ts)),
+                    symbol_ranges={s0: (2, 64), s1: (2, 32), s2: (2, 32)}), (s0, s1, s2)
+
+
+def test_planning_is_linear_in_the_number_of_groups():
+    """Symbolic offsets accumulate without sympy.simplify: four times the groups take about
+    four times as long (a simplify per view made it quadratic and slow), and stay exact."""
+    import time
+
+    times = {}
+    for n in (200, 800):
+        saved, syms = _stack(n)
+        t0 = time.perf_counter()
+        plan = plan_arena(saved)
+        times[n] = time.perf_counter() - t0
+    assert times[800] < 8 * times[200] + 0.5, times
+    env = dict(zip(syms, (5, 3, 7), strict=True))
+    sizes = [-(-evaluate(t.nbytes, env) // 512) * 512 for t in saved.tensors]
+    assert evaluate(plan.capacity, env) == sum(sizes)
+    assert evaluate(plan.placements[-1].offset, env) == sum(sizes[:-1])

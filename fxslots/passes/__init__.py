@@ -1,20 +1,24 @@
 """fxslots' passes: each a named function over one graph or one plan, run through ``observe``."""
 
-from .collect import collect_inputs, collect_saved, find_out_overload
-from .observe import observe
+from ..routes import find_out_overload
+from .collect import collect_inputs, collect_saved
+from .observe import failure_reason, observe
 from .plan import plan_arena, unplaceable_reason
 from .recompute import tag_recompute
-from .rewrite import annotate_backward, rewrite_forward
+from .rewrite import annotate_backward, backward_slot_args, rewrite_forward, snapshot
 from .verify import verify_forward
 
 __all__ = [
     "annotate_backward",
+    "backward_slot_args",
     "collect_inputs",
     "collect_saved",
+    "failure_reason",
     "find_out_overload",
     "observe",
     "plan_arena",
     "rewrite_forward",
+    "snapshot",
     "tag_recompute",
     "unplaceable_reason",
     "verify_forward",

@@ -14,7 +14,7 @@ import copy
 import torch
 import torch.fx as fx
 
-from .rewrite import SLOT_META
+from ..schemas import SLOT_META
 
 aten = torch.ops.aten
 

@@ -1,11 +1,14 @@
 """Analysis: list every saved-tensor edge of a partitioned forward/backward pair.
 
-Reads FakeTensor metadata only; changes nothing.
+Reads FakeTensor metadata only; changes nothing. Builds no ``sympy.simplify``: sizes stay the
+expressions the ShapeEnv gave, and equalities are checked at sample shapes
+(``geometry.same_value``), so collecting is linear in the graph.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import operator
 from typing import Any, Sequence
 
 import sympy
@@ -13,6 +16,9 @@ import torch
 import torch.fx as fx
 
 from .. import _torch
+from ..errors import PassError
+from ..geometry import same_value
+from ..routes import copy_source, find_route
 from ..schemas import Root, SavedSet, SavedTensor, Source, StorageGroup, expr
 
 
@@ -23,41 +29,93 @@ def collect_saved(
     static_input_indices: Sequence[int],
 ) -> SavedSet:
     """The saved tensors of ``fw`` (outputs past the first ``num_fwd_outputs`` that ``bw`` reads),
-    grouped by the storage they view."""
+    grouped by the storage they view. RNG states and symbolic ints pass through untouched."""
     outputs = _outputs(fw)
-    saved_nodes = [n for n in outputs[num_fwd_outputs:] if _tensor_val(n) is not None]
-    _check_backward_reads(bw, saved_nodes)
-
-    producers = _storage_producers(fw)
-    sources = _placeholder_sources(fw, static_input_indices)
+    tensors, passthrough = [], []
+    for out_i, node, bw_i in match_backward(outputs, bw, num_fwd_outputs):
+        if _torch.saves_rng_state(node) or _tensor_val(node) is None:
+            passthrough.append((node.name, "an RNG state" if _tensor_val(node) is not None
+                                else "not a tensor"))
+        else:
+            tensors.append((out_i, node, bw_i))
+    keys: dict[Any, int] = {}
+    for _, n, _ in tensors:
+        keys.setdefault(_torch.storage_key(_tensor_val(n)), len(keys))
+    saved = [_saved_tensor(n, keys[_torch.storage_key(_tensor_val(n))], out_i, bw_i)
+             for out_i, n, bw_i in tensors]
+    ranges = _symbol_ranges([n for _, n, _ in tensors])
     user_visible = {_torch.storage_key(v) for n in outputs[:num_fwd_outputs]
                     if (v := _tensor_val(n)) is not None}
+    groups = _groups(fw, saved, keys, static_input_indices, user_visible, ranges)
+    return SavedSet(tuple(saved), tuple(groups), ranges, tuple(passthrough))
 
-    keys: list[Any] = []
-    for n in saved_nodes:
-        key = _torch.storage_key(_tensor_val(n))
-        if key not in keys:
-            keys.append(key)
-    tensors = [_saved_tensor(n, keys.index(_torch.storage_key(_tensor_val(n))))
-               for n in saved_nodes]
 
+def _groups(fw, saved: list[SavedTensor], keys: dict[Any, int], static_input_indices,
+            user_visible: set, ranges) -> list[StorageGroup]:
+    """One group per storage, in order of first appearance, with its root when the forward
+    allocates it."""
+    producers = _storage_producers(fw)
+    sources = _placeholder_sources(fw, static_input_indices)
     groups = []
-    for gid, key in enumerate(keys):
-        members = [t for t in tensors if t.group == gid]
+    for key, gid in keys.items():
         producer = producers.get(key)
-        source = sources.get(producer.name, Source.INTERMEDIATE) if producer else Source.INTERMEDIATE
-        start = sympy.Min(*[t.storage_offset * t.itemsize for t in members])
-        end = sympy.Max(*[t.storage_offset * t.itemsize + t.nbytes for t in members])
-        groups.append(StorageGroup(
-            id=gid,
-            source=source,
-            members=tuple(t.name for t in members),
-            byte_start=sympy.simplify(start),
-            nbytes=sympy.simplify(end - start),
-            root=_root(producer) if producer is not None and source is Source.INTERMEDIATE else None,
-            user_visible=key in user_visible,
-        ))
-    return SavedSet(tuple(tensors), tuple(groups), _symbol_ranges(saved_nodes))
+        source = (sources.get(producer.name, Source.INTERMEDIATE) if producer
+                  else Source.INTERMEDIATE)
+        root = _root(producer, ranges) if producer and source is Source.INTERMEDIATE else None
+        groups.append(_group(gid, [t for t in saved if t.group == gid], source, root,
+                             key in user_visible))
+    return groups
+
+
+def match_backward(outputs: list[Any], bw: fx.GraphModule, num_fwd_outputs: int):
+    """(forward output index, forward node, backward placeholder index) of every saved value
+    but the symbolic ints, matched by position as AOTAutograd passes them: the forward
+    returns ``user outputs + saved values + saved symints``, the backward takes
+    ``saved symints + saved values + tangents``. Names may differ (an RNG state that
+    checkpointing saves is ``getitem_2`` in the forward, ``rng_state_output_0`` in the
+    backward)."""
+    saved = outputs[num_fwd_outputs:]
+    n_sym = sum(1 for n in saved if isinstance(n, fx.Node) and _torch.is_sym_node(n))
+    values = saved[:len(saved) - n_sym]
+    misplaced = [n for n in values if not isinstance(n, fx.Node) or _torch.is_sym_node(n)]
+    if misplaced:
+        raise PassError(str(misplaced[0]), "a saved value that is not a graph node, or a "
+                        "symbolic int among the saved tensors (AOTAutograd saves them last)")
+    placeholders = list(bw.graph.find_nodes(op="placeholder"))
+    if len(placeholders) < n_sym + len(values):
+        raise PassError(None, f"the backward takes {len(placeholders)} inputs, fewer than the "
+                              f"{n_sym + len(values)} values the forward saves")
+    out = []
+    for i, node in enumerate(values):
+        ph = placeholders[n_sym + i]
+        _check_same_kind(node, ph)
+        out.append((num_fwd_outputs + i, node, n_sym + i))
+    return out
+
+
+def _check_same_kind(node: fx.Node, ph: fx.Node) -> None:
+    a, b = node.meta.get("val"), ph.meta.get("val")
+    if isinstance(a, torch.Tensor) != isinstance(b, torch.Tensor) or (
+            isinstance(a, torch.Tensor) and (a.dtype, a.dim()) != (b.dtype, b.dim())):
+        raise PassError(node.name, f"the forward saves {_kind(a)} where the backward's input "
+                                   f"{ph.name} is {_kind(b)}: they are out of step")
+
+
+def _kind(v: Any) -> str:
+    return f"a {v.dtype} tensor of {v.dim()} dims" if isinstance(v, torch.Tensor) else (
+        type(v).__name__)
+
+
+def _group(gid: int, members: list[SavedTensor], source: Source, root: Root | None,
+           user_visible: bool) -> StorageGroup:
+    # Min/Max without simplify: equal bounds collapse, comparable ones evaluate.
+    starts = {t.storage_offset * t.itemsize for t in members}
+    ends = {t.storage_offset * t.itemsize + t.nbytes for t in members}
+    start = starts.pop() if len(starts) == 1 else sympy.Min(*starts)
+    end = ends.pop() if len(ends) == 1 else sympy.Max(*ends)
+    return StorageGroup(id=gid, source=source, members=tuple(t.name for t in members),
+                        byte_start=start, nbytes=end - start, root=root,
+                        user_visible=user_visible)
 
 
 def collect_inputs(fw: fx.GraphModule, static_input_indices: Sequence[int]) -> tuple[SavedTensor, ...]:
@@ -72,48 +130,19 @@ def collect_inputs(fw: fx.GraphModule, static_input_indices: Sequence[int]) -> t
     return tuple(out)
 
 
-def find_out_overload(target: Any) -> tuple[Any, str | None]:
-    """The out= overload that computes what ``target`` computes, or (None, why not)."""
-    if not isinstance(target, _torch.OpOverload):
-        return None, f"{getattr(target, '__name__', target)} is not an ATen operator"
-    schema = target._schema
-    if schema.is_mutable:
-        return None, f"{target} mutates an argument"
-    if len(schema.returns) != 1 or str(schema.returns[0].type) != "Tensor":
-        return None, f"{target} returns {len(schema.returns)} values"
-    if schema.returns[0].alias_info is not None:
-        return None, f"{target} returns a view"
-    want = [(a.name, str(a.type)) for a in schema.arguments]
-    packet = target.overloadpacket
-    for name in packet.overloads():
-        cand = getattr(packet, name)
-        args = cand._schema.arguments
-        outs = [a for a in args if a.is_out]
-        if len(outs) == 1 and [(a.name, str(a.type)) for a in args if not a.is_out] == want:
-            return cand, None
-    return None, f"{packet} has no out= form with the arguments of {target}"
-
-
 def mutated_placeholders(gm: fx.GraphModule) -> set[fx.Node]:
     """Placeholders some op writes in place (AOTAutograd keeps some input mutations, such as
     ``x.mul_(2)`` on an input, inside the graph as ``copy_(x, ...)``)."""
     placeholders = set(gm.graph.find_nodes(op="placeholder"))
     out = set()
     for n in gm.graph.nodes:
-        schema = getattr(n.target, "_schema", None)
-        if schema is None:
+        if not isinstance(n.target, _torch.OpOverload):
             continue
-        for arg, value in zip(schema.arguments, n.args):
+        arguments = _torch.op_schema(n.target).arguments[:len(n.args)]  # the positional ones
+        for arg, value in zip(arguments, n.args, strict=True):
             if arg.alias_info is not None and arg.alias_info.is_write and value in placeholders:
                 out.add(value)
     return out
-
-
-def resolve_overload(qualname: str) -> _torch.OpOverload:
-    """``"aten::mm.out"`` -> ``torch.ops.aten.mm.out``."""
-    ns, rest = qualname.split("::")
-    packet, _, overload = rest.partition(".")
-    return getattr(getattr(getattr(torch.ops, ns), packet), overload or "default")
 
 
 def _outputs(gm: fx.GraphModule) -> list[Any]:
@@ -123,13 +152,6 @@ def _outputs(gm: fx.GraphModule) -> list[Any]:
 def _tensor_val(n: Any) -> torch.Tensor | None:
     v = n.meta.get("val") if isinstance(n, fx.Node) else None
     return v if isinstance(v, torch.Tensor) else None
-
-
-def _check_backward_reads(bw: fx.GraphModule, saved: list[fx.Node]) -> None:
-    names = {p.name for p in bw.graph.find_nodes(op="placeholder")}
-    missing = [n.name for n in saved if n.name not in names]
-    if missing:
-        raise AssertionError(f"fxslots: saved tensors {missing} are not backward placeholders")
 
 
 def _storage_producers(fw: fx.GraphModule) -> dict[Any, fx.Node]:
@@ -148,14 +170,15 @@ def _placeholder_sources(fw: fx.GraphModule, static_idx: Sequence[int]) -> dict[
             for i, p in enumerate(fw.graph.find_nodes(op="placeholder"))}
 
 
-def _saved_tensor(n: fx.Node, group: int) -> SavedTensor:
+def _saved_tensor(n: fx.Node, group: int, output_index: int = -1,
+                  backward_index: int = -1) -> SavedTensor:
     v = _tensor_val(n)
-    shape = tuple(expr(s) for s in v.shape)
-    stride = tuple(expr(s) for s in v.stride())
     dense, overlapping = _layout(v)
     return SavedTensor(
-        name=n.name, shape=shape, stride=stride, storage_offset=expr(v.storage_offset()),
+        name=n.name, shape=tuple(expr(s) for s in v.shape),
+        stride=tuple(expr(s) for s in v.stride()), storage_offset=expr(v.storage_offset()),
         dtype=v.dtype, device=str(v.device), group=group, dense=dense, overlapping=overlapping,
+        output_index=output_index, backward_index=backward_index,
     )
 
 
@@ -182,22 +205,28 @@ def _layout(v: torch.Tensor) -> tuple[bool, bool]:
     return dense and not overlapping, overlapping
 
 
-def _root(producer: fx.Node) -> Root | None:
-    """The producer as a group root when its value densely covers its whole storage."""
+def _root(producer: fx.Node, ranges) -> Root | None:
+    """The producer as a group root when its value densely covers its whole storage, with
+    the route that writes it into given memory (or why there is none)."""
     v = _tensor_val(producer)
     dense, _ = _layout(v)
-    covers = sympy.simplify(expr(v.untyped_storage().nbytes()) - expr(v.numel()) * v.element_size())
-    if not dense or expr(v.storage_offset()) != 0 or covers != 0:
+    storage = expr(v.untyped_storage().nbytes())
+    if not dense or expr(v.storage_offset()) != 0 or not same_value(
+            storage, expr(v.numel()) * v.element_size(), ranges):
         return None
-    overload, why = find_out_overload(producer.target)
+    op, output = producer, 0
+    parent = producer.args[0] if producer.target is operator.getitem else None
+    if isinstance(parent, fx.Node) and isinstance(parent.meta.get("val"), (tuple, list)):
+        op, output = parent, producer.args[1]  # one output of a multi-output op
+    src = copy_source(op.target)
+    src_val = _tensor_val(op.args[src]) if src is not None and len(op.args) > src else None
+    route = find_route(op.target, v.device.type, None if src_val is None else src_val.device.type,
+                       op.args, op.kwargs)
     return Root(
-        name=producer.name,
-        shape=tuple(expr(s) for s in v.shape),
-        stride=tuple(expr(s) for s in v.stride()),
-        dtype=v.dtype,
-        out_overload=None if overload is None else overload._schema.name + "." + (
-            overload._overloadname),
-        why_not_out=why,
+        name=producer.name, shape=tuple(expr(s) for s in v.shape),
+        stride=tuple(expr(s) for s in v.stride()), dtype=v.dtype,
+        out_overload=route.op, why_not_out=route.why, remedy=route.remedy,
+        producer=None if op is producer else op.name, output=output, via=route.via,
     )
 
 
@@ -210,10 +239,4 @@ def _symbol_ranges(nodes: list[fx.Node]) -> dict[sympy.Symbol, tuple[int, int | 
     for v in vals:
         for x in (*v.shape, *v.stride(), v.storage_offset()):
             syms |= expr(x).free_symbols
-    out = {}
-    for s in sorted(syms, key=str):
-        r = env.var_to_range.get(s)
-        lo = int(r.lower) if r is not None and r.lower.is_Integer else 0
-        hi = int(r.upper) if r is not None and r.upper.is_Integer else None
-        out[s] = (lo, hi)
-    return out
+    return {s: _torch.symbol_range(env, s) for s in sorted(syms, key=str)}

@@ -30,7 +30,7 @@ import torch.fx as fx
 
 from .. import _torch, ops, streams
 from ..schemas import SlotView
-from .rewrite import SLOT_META
+from ..schemas import SLOT_META
 
 aten = torch.ops.aten
 
@@ -84,12 +84,12 @@ def lower_streams(gm: fx.GraphModule) -> int:
 def functional_of(out_overload: Any) -> Any:
     """The overload of the same op that takes the arguments of ``out_overload`` but its out=
     one, and returns a fresh tensor (``aten.mm.out`` -> ``aten.mm.default``); or None."""
-    want = [(a.name, str(a.type)) for a in _torch.schema_of(out_overload).arguments
+    want = [(a.name, str(a.type)) for a in _torch.op_schema(out_overload).arguments
             if not a.is_out]
     packet = out_overload.overloadpacket
     for name in packet.overloads():
         cand = getattr(packet, name)
-        schema = _torch.schema_of(cand)
+        schema = _torch.op_schema(cand)
         if not schema.is_mutable and [(a.name, str(a.type)) for a in schema.arguments] == want:
             return cand
     return None

@@ -19,7 +19,7 @@ import torch.fx as fx
 from .. import streams
 from ..costs import DeviceCaps, graph_seconds, value_bytes
 from ..schemas import ArenaPlan, SavedSet, Write
-from .rewrite import SLOT_META
+from ..schemas import SLOT_META
 
 
 def schedule_offload(fw: fx.GraphModule, caps: DeviceCaps) -> int:

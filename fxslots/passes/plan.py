@@ -1,4 +1,9 @@
-"""Planning: a pure function from saved tensors to an arena plan. It never sees an FX graph."""
+"""Planning: a pure function from saved tensors to an arena plan. It never sees an FX graph.
+
+Offsets and capacities are exact sympy expressions, built in linear time: a running offset is
+kept as an integer plus a coefficient per symbolic term (``_Cursor``) and never simplified;
+equalities between sizes are checked at sample shapes (``geometry.same_value``).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,10 @@ from typing import Mapping
 
 import sympy
 
+from ..geometry import (
+    align_up, evaluate, itemsize, member_byte_offset, same_value, symbol_values, upper_bound,
+)
+from ..routes import COPY
 from ..schemas import (
     ArenaPlan,
     Placement,
@@ -15,8 +24,9 @@ from ..schemas import (
     Source,
     StorageGroup,
     Write,
-    align_up,
 )
+
+Ranges = Mapping[sympy.Symbol, tuple[int, "int | None"]]
 
 
 def unplaceable_reason(saved: SavedSet) -> str | None:
@@ -26,6 +36,37 @@ def unplaceable_reason(saved: SavedSet) -> str | None:
             return (f"saved tensor {t.name} overlaps itself (stride {t.stride} over shape "
                     f"{t.shape}); fxslots cannot give it a slot layout")
     return None
+
+
+class _Cursor:
+    """A running byte offset in canonical form: an integer plus one product per symbolic term
+    (``512*ceiling(s0/4)``...). Adding a size rebuilds only the products of the terms it
+    touches, and reading the offset builds one sympy ``Add`` of a few terms: no simplify, and
+    no re-flattening of a sum as long as the graph."""
+
+    def __init__(self, alignment: int):
+        self.alignment = alignment
+        self.const = sympy.Integer(0)
+        self.coeffs: dict[sympy.Expr, sympy.Expr] = {}
+        self.products: dict[sympy.Expr, sympy.Expr] = {}
+        self._value: sympy.Expr | None = sympy.Integer(0)
+
+    @property
+    def value(self) -> sympy.Expr:
+        if self._value is None:
+            self._value = sympy.Add(self.const, *self.products.values())
+        return self._value
+
+    def advance(self, nbytes: sympy.Expr) -> None:
+        """Move past ``nbytes``, rounded up to the alignment."""
+        step = sympy.sympify(align_up(nbytes, self.alignment))
+        for term, coeff in step.as_coefficients_dict().items():
+            if term == 1:
+                self.const += coeff
+                continue
+            c = self.coeffs[term] = self.coeffs.get(term, sympy.Integer(0)) + coeff
+            self.products[term] = c * term
+        self._value = None
 
 
 def plan_arena(saved: SavedSet, *, alignment: int = 512, copy_free: bool = True,
@@ -48,135 +89,142 @@ def plan_arena(saved: SavedSet, *, alignment: int = 512, copy_free: bool = True,
     """
     if not isinstance(offload, Mapping):
         offload = {g: (True, "the offload policy chose it") for g in offload}
-    cursor = host_cursor = sympy.Integer(0)
-    placements = []
-    for g in saved.groups:
-        members = [saved.tensor(m) for m in g.members]
-        if g.source is Source.INPUT and staged_inputs:
-            placements.append(Placement(g.id, Write.STAGED, sympy.Integer(0), g.nbytes, (),
-                                        sympy.Integer(0), (), "a view of a staged input"))
-            continue
-        if g.source is not Source.INTERMEDIATE:
-            placements.append(_unslotted(g))
-            continue
-        chosen, why = offload.get(g.id, (False, ""))
-        if chosen:
-            placements.append(_place(g, members, host_cursor, Write.OFFLOAD, why, host=True))
-            host_cursor = host_cursor + align_up(g.nbytes, alignment)
-            continue
-        write, reason = _choose_write(g, copy_free)
-        placements.append(_place(g, members, cursor, write,
-                                 f"{reason}; kept on the device: {why}" if why else reason))
-        cursor = cursor + align_up(g.nbytes, alignment)
+    cursor, host = _Cursor(alignment), _Cursor(alignment)
+    placements = [_place_group(saved, g, cursor, host, copy_free, bool(staged_inputs),
+                               offload.get(g.id, (False, ""))) for g in saved.groups]
     staging = []
     for t in staged_inputs:
         staging.append(SlotView("stage_" + t.name, t.name, t.dtype, t.shape, t.stride,
-                                sympy.simplify(cursor / t.itemsize)))
-        cursor = cursor + align_up(t.nbytes, alignment)
-    copied = sum((p.copied_bytes for p in placements if p.write is Write.COPY), sympy.Integer(0))
-    offloaded = sum((p.copied_bytes for p in placements if p.write is Write.OFFLOAD),
-                    sympy.Integer(0))
+                                cursor.value / t.itemsize))
+        cursor.advance(t.nbytes)
     return ArenaPlan(
         placements=tuple(placements),
-        capacity=sympy.simplify(cursor),
-        copied_bytes=sympy.simplify(copied),
+        capacity=cursor.value,
+        copied_bytes=sympy.Add(*[p.copied_bytes for p in placements if p.write is Write.COPY]),
         alignment=alignment,
-        capacity_bound=_upper_bound(cursor, saved.symbol_ranges),
+        capacity_bound=upper_bound(cursor.value, saved.symbol_ranges),
         staging=tuple(staging),
-        host_capacity=sympy.simplify(host_cursor),
-        offloaded_bytes=sympy.simplify(offloaded),
+        host_capacity=host.value,
+        offloaded_bytes=sympy.Add(*[p.copied_bytes for p in placements
+                                    if p.write is Write.OFFLOAD]),
     )
 
 
-def _unslotted(g: StorageGroup) -> Placement:
-    reason = ("parameter or buffer: outlives every replay" if g.source is Source.PARAM
-              else "user input: the caller owns it")
-    return Placement(g.id, Write.NONE, sympy.Integer(0), g.nbytes, (), sympy.Integer(0), (), reason)
+def _place_group(saved: SavedSet, g: StorageGroup, cursor: _Cursor, host: _Cursor,
+                 copy_free: bool, staging: bool, offload: tuple[bool, str]) -> Placement:
+    """Place one group at the cursor of its arena (the host's when the offload policy chose
+    it; ``offload`` is its decision and the reason)."""
+    members = [saved.tensor(m) for m in g.members]
+    if g.source is Source.INPUT and staging:
+        return _unslotted(g, Write.STAGED, "a view of a staged input")
+    if g.source is not Source.INTERMEDIATE:
+        return _unslotted(g, Write.NONE, "parameter or buffer: outlives every replay"
+                          if g.source is Source.PARAM else "user input: the caller owns it")
+    chosen, reason = offload
+    if chosen:
+        p = _place(g, members, host.value, Write.OFFLOAD, (reason, ""), saved.symbol_ranges,
+                   host=True)
+        host.advance(p.nbytes)
+        return p
+    write, why = _choose_write(g, members, copy_free, saved.symbol_ranges)
+    if reason:
+        why = (f"{why[0]}; kept on the device: {reason}", why[1])
+    p = _place(g, members, cursor.value, write, why, saved.symbol_ranges)
+    cursor.advance(p.nbytes)
+    return p
 
 
-def _choose_write(g: StorageGroup, copy_free: bool) -> tuple[Write, str]:
+def _unslotted(g: StorageGroup, write: Write, reason: str) -> Placement:
+    return Placement(g.id, write, sympy.Integer(0), g.nbytes, (), sympy.Integer(0), (), reason)
+
+
+def _choose_write(g: StorageGroup, members: list[SavedTensor], copy_free: bool,
+                  ranges: Ranges) -> tuple[Write, tuple[str, str]]:
+    """(write, (why, what would make it copy-free))."""
     if g.user_visible:
-        return Write.COPY, "a user output shares its storage"
+        return Write.COPY, ("a user output shares its storage",
+                            "not returning this value from the model (the caller owns user outputs)")
     if not copy_free:
-        return Write.COPY, "copy_free=False"
-    if g.root is None:
-        return Write.COPY, "its storage is a view of a larger or shared temporary"
-    if g.root.out_overload is None:
-        return Write.COPY, g.root.why_not_out or "no out= form"
-    if not _root_covers(g):
-        return Write.COPY, f"saved views cover only part of {g.root.name}"
-    return Write.OUT, f"{g.root.out_overload} writes it in place"
+        return Write.COPY, ("copy_free=False", "copy_free=True")
+    r = g.root
+    if r is None:
+        return Write.COPY, ("its storage is a view of a larger or shared temporary",
+                            "an op that allocates exactly the saved bytes: the first value in "
+                            "this storage does not cover it")
+    if r.out_overload is None:
+        return Write.COPY, (r.why_not_out, r.remedy or "an out= form")
+    if _root_covers(g, ranges):
+        if r.out_overload == COPY:
+            return Write.OUT, (f"{r.name} is itself a copy: {COPY} writes it into the slot", "")
+        return Write.OUT, (f"{_route(r)} writes it in place", "")
+    extra, copied = r.nbytes - g.nbytes, _copy_plan(g, members, ranges)[1]
+    env = next(symbol_values(ranges, points=("high",)), {})
+    cover = f"the saved views span {g.nbytes} of the {r.nbytes} bytes of {r.name}"
+    if evaluate(extra, env) <= evaluate(copied, env):
+        return Write.OUT, (f"{_route(r)} writes all of {r.name} in place: {cover}, and keeping "
+                           f"it whole costs {extra} slot bytes, no more than the {copied} bytes "
+                           f"a copy of the views moves", "")
+    return Write.COPY, (f"{cover}: copying them moves {copied} bytes, fewer than the {extra} "
+                        f"slot bytes keeping it whole would cost",
+                        f"a slot {extra} bytes larger (saving {r.name} whole)")
 
 
-def _root_bytes(g: StorageGroup) -> sympy.Expr:
-    itemsize = _itemsize(g.root.dtype)
-    n = sympy.Integer(itemsize)
-    for s in g.root.shape:
-        n = n * s
-    return n
-
-
-def _itemsize(dtype) -> int:
-    import torch
-
-    return torch.empty((), dtype=dtype).element_size()
+def _route(r) -> str:
+    where = f" (output {r.output} of {r.producer})" if r.producer else ""
+    via = f" ({r.via})" if r.via else ""
+    return f"{r.out_overload}{where}{via}"
 
 
 def _place(g: StorageGroup, members: list[SavedTensor], offset: sympy.Expr, write: Write,
-           reason: str, host: bool = False) -> Placement:
+           why: tuple[str, str], ranges: Ranges, host: bool = False) -> Placement:
+    reason, remedy = why
+    prefix = "host_" if host else "slot_"
     if write is Write.OUT:
         r = g.root
-        view = SlotView("slot_" + r.name, r.name, r.dtype, r.shape, r.stride,
-                        sympy.simplify(offset / _itemsize(r.dtype)))
-        return Placement(g.id, write, offset, g.nbytes, (), sympy.Integer(0), (view,), reason)
-    views = tuple(
-        SlotView(("host_" if host else "slot_") + m.name, m.name, m.dtype, m.shape, m.stride,
-                 sympy.simplify((offset + m.storage_offset * m.itemsize - g.byte_start)
-                                / m.itemsize), host)
-        for m in members
-    )
-    covering = _covering_member(g, members)
-    if covering is not None:  # one member holds every byte: copy it, the others alias it
-        copies = (covering.name,)
-        copied = covering.compact_bytes
-    elif g.root is not None and _root_covers(g):  # copy the storage's producer once
+        whole = not _root_covers(g, ranges)
+        view = SlotView(prefix + r.name, r.name, r.dtype, r.shape, r.stride,
+                        offset / itemsize(r.dtype))
+        return Placement(g.id, write, offset, r.nbytes if whole else g.nbytes, (),
+                         sympy.Integer(0), (view,), reason, storage_start=sympy.Integer(0))
+    views = tuple(SlotView(prefix + m.name, m.name, m.dtype, m.shape, m.stride,
+                           member_byte_offset(offset, g.byte_start, m.storage_offset, m.dtype)
+                           / m.itemsize, host) for m in members)
+    copies, copied, of_root = _copy_plan(g, members, ranges)
+    if of_root:  # the storage's producer is copied once; the members alias its view
         r = g.root
-        views = (SlotView(("host_" if host else "slot_") + r.name, r.name, r.dtype, r.shape,
-                          r.stride, sympy.simplify(offset / _itemsize(r.dtype)), host),) + views
-        copies = (r.name,)
-        copied = _root_bytes(g)
-    else:  # copy each member; overlapping members copy their shared bytes twice
-        copies = tuple(m.name for m in members)
-        copied = sum((m.compact_bytes for m in members), sympy.Integer(0))
-    return Placement(g.id, write, offset, g.nbytes, copies, sympy.simplify(copied), views,
-                     reason)
+        views = (SlotView(prefix + r.name, r.name, r.dtype, r.shape, r.stride,
+                          offset / itemsize(r.dtype), host),) + views
+    return Placement(g.id, write, offset, g.nbytes, copies, copied, views, reason,
+                     storage_start=g.byte_start, remedy=remedy)
 
 
-def copied_whole(g: StorageGroup, members: list[SavedTensor]) -> bool:
+def _copy_plan(g: StorageGroup, members: list[SavedTensor],
+               ranges: Ranges) -> tuple[tuple[str, ...], sympy.Expr, bool]:
+    """(values to copy, bytes copied, whether the root is copied): one member that covers the
+    span, else the storage's producer once, else each member (overlapping members copy their
+    shared bytes twice)."""
+    covering = _covering_member(g, members, ranges)
+    if covering is not None:
+        return (covering.name,), covering.compact_bytes, False
+    if g.root is not None and _root_covers(g, ranges):
+        return (g.root.name,), g.root.nbytes, True
+    return tuple(m.name for m in members), sympy.Add(*[m.compact_bytes for m in members]), False
+
+
+def copied_whole(g: StorageGroup, members: list[SavedTensor], ranges: Ranges) -> bool:
     """Whether one dense tensor (a member, or the group's root) fills the group's span, so a
     single copy moves it. Offloading needs that: a copy to host memory that is not one dense
     block goes through a pageable temporary, which is synchronous and illegal in a capture."""
-    return _covering_member(g, members) is not None or (g.root is not None and _root_covers(g))
+    return (_covering_member(g, members, ranges) is not None
+            or (g.root is not None and _root_covers(g, ranges)))
 
 
-def _covering_member(g: StorageGroup, members: list[SavedTensor]) -> SavedTensor | None:
-    return next((m for m in members if m.dense and sympy.simplify(m.nbytes - g.nbytes) == 0),
+def _covering_member(g: StorageGroup, members: list[SavedTensor],
+                     ranges: Ranges) -> SavedTensor | None:
+    return next((m for m in members if m.dense and same_value(m.nbytes, g.nbytes, ranges)),
                 None)
 
 
-def _root_covers(g: StorageGroup) -> bool:
-    return (sympy.simplify(g.byte_start) == 0
-            and sympy.simplify(g.nbytes - _root_bytes(g)) == 0)
-
-
-def _upper_bound(e: sympy.Expr, ranges) -> int | None:
-    """The value of ``e`` with each symbol at its upper bound (sizes grow monotonically)."""
-    if e.is_Integer:
-        return int(e)
-    subs = {}
-    for s in e.free_symbols:
-        lo_hi = ranges.get(s)
-        if lo_hi is None or lo_hi[1] is None:
-            return None
-        subs[s] = lo_hi[1]
-    return int(e.xreplace({k: sympy.Integer(v) for k, v in subs.items()}))
+def _root_covers(g: StorageGroup, ranges: Ranges) -> bool:
+    return (same_value(g.byte_start, sympy.Integer(0), ranges)
+            and same_value(g.nbytes, g.root.nbytes, ranges))

@@ -1,24 +1,31 @@
 """Rewrite: make the forward graph leave its saved tensors in the slot the plan gives them.
 
 The runtime appends one placeholder per slot view (in ``plan.views`` order). A copy-free group's
-producer becomes its out= form writing into the view; a copied group gets ``copy_`` nodes right
-after its producers. The forward then returns the slot views where it returned saved tensors,
-so the backward reads every saved tensor from the slot.
+producer writes into its view: its out= form (for an op with several outputs, one call with a
+slot view or a scratch tensor per output), or ``copy_`` for an op that is itself a copy. A
+copied group gets ``copy_`` nodes right after its producers. The forward then returns the slot
+views where it returned saved tensors, so the backward reads every saved tensor from the slot.
 """
 
 from __future__ import annotations
+
+import operator
+from typing import Any, Callable
 
 import torch
 import torch.fx as fx
 
 from .. import streams
-from .._torch import size_hint
-from ..schemas import ArenaPlan, SavedSet, Write
-from .collect import resolve_overload
+from .._torch import op_schema, size_hint
+from ..routes import (
+    COPY, EXPANSIONS, TENSOR_OPTIONS, copy_source, out_arguments, resolve, updated_arguments,
+)
+from ..schemas import SLOT_META, ArenaPlan, Placement, Root, SavedSet, Write
+from .expand import expand
+from .observe import at_node
 
 aten = torch.ops.aten
 
-SLOT_META = "fxslots"  # node.meta key: what the rewrite did at this node, for printing
 
 
 def rewrite_forward(fw: fx.GraphModule, saved: SavedSet, plan: ArenaPlan,
@@ -29,20 +36,24 @@ def rewrite_forward(fw: fx.GraphModule, saved: SavedSet, plan: ArenaPlan,
     slot_ph = _add_view_placeholders(graph, plan)
     changed = len(slot_ph)
     replace: dict[str, fx.Node] = {}
+    writes: dict[str, dict[int, tuple[fx.Node, Placement, Root]]] = {}
     for p in plan.placements:
         if p.write is Write.OUT:
-            view = p.views[0]
-            _write_out(nodes[view.holds], slot_ph[view.name],
-                       resolve_overload(saved.groups[p.group].root.out_overload), p)
-            changed += 1
+            root = saved.groups[p.group].root
+            writes.setdefault(root.producer or root.name, {})[root.output] = (
+                slot_ph[p.views[0].name], p, root)
         elif p.write in (Write.COPY, Write.OFFLOAD):
             views = {v.holds: v for v in p.views}
             for name in p.copies:
-                replace[name] = _insert_copy(graph, nodes[name], slot_ph[views[name].name],
-                                             views[name].stride, p)
+                with at_node(name):
+                    replace[name] = _insert_copy(graph, nodes[name], slot_ph[views[name].name],
+                                                 views[name].stride, p)
                 changed += 1
             for holds, view in views.items():
                 replace.setdefault(holds, slot_ph[view.name])
+    for op_name, outs in writes.items():
+        with at_node(op_name):
+            changed += _write_in_place(graph, nodes[op_name], outs)
     _return_slot_views(graph, replace, num_fwd_outputs)
     graph.lint()
     fw.recompile()
@@ -60,10 +71,67 @@ def _add_view_placeholders(graph: fx.Graph, plan: ArenaPlan) -> dict[str, fx.Nod
     return out
 
 
-def _write_out(node: fx.Node, view: fx.Node, out_op, p) -> None:
-    node.target = out_op
-    node.kwargs = {**node.kwargs, "out": view}
-    node.meta[SLOT_META] = _note(p)
+def _write_in_place(graph: fx.Graph, node: fx.Node,
+                    outs: dict[int, tuple[fx.Node, Placement, Root]]) -> int:
+    """Make ``node`` write the outputs in ``outs`` (by output index) into their slot views."""
+    view, p, root = next(iter(outs.values()))
+    node.meta[SLOT_META] = "; ".join(_note(q) for _, q, _ in outs.values())
+    if root.out_overload == COPY:  # clone(x) -> copy_(slot, x): the same one copy
+        node.args = (view, node.args[copy_source(node.target)])
+        node.target, node.kwargs = aten.copy_.default, {}
+        return 1
+    if EXPANSIONS.get(node.target, ("",))[0] == root.out_overload:
+        return expand(graph, node, {k: v for k, (v, _, _) in outs.items()})
+    out_op = resolve(root.out_overload)
+    names = out_arguments(out_op)
+    if root.producer is None:
+        node.target, node.kwargs = out_op, {**_accepted(out_op, node.kwargs), names[0]: view}
+        return 1
+    kwargs = dict(node.kwargs)
+    with graph.inserting_before(node):
+        for k, name in enumerate(names):
+            kwargs[name] = outs[k][0] if k in outs else _scratch(graph, node, k)
+        args = list(node.args)
+        for j, pos in enumerate(updated_arguments(out_op)):
+            # A functional form (``foo_functional``) returns updated copies of the buffers
+            # ``foo.out`` updates in place: give it those copies, in the slot when saved.
+            k = len(names) + j
+            dest = (graph.call_function(aten.copy_.default, (outs[k][0], args[pos]))
+                    if k in outs else graph.call_function(aten.clone.default, (args[pos],)))
+            args[pos] = dest
+            _replace_output(node, k, dest)
+    node.target, node.args, node.kwargs = out_op, tuple(args), kwargs
+    return 1 + len(names)
+
+
+def _accepted(out_op: Any, kwargs: dict) -> dict:
+    """``kwargs`` less what ``out_op`` does not take (a factory's dtype and device: its out=
+    tensor carries them)."""
+    names = {a.name for a in op_schema(out_op).arguments}
+    return {k: v for k, v in kwargs.items() if k in names or k not in TENSOR_OPTIONS}
+
+
+def _scratch(graph: fx.Graph, node: fx.Node, k: int) -> fx.Node:
+    """Memory for an output nobody saves: its exact layout when static; with symbolic sizes an
+    empty tensor the out= kernel resizes (out= kernels resize an empty output silently)."""
+    v = node.meta["val"][k]
+    shape, stride = list(v.shape), list(v.stride())
+    if all(isinstance(x, int) for x in (*shape, *stride)):
+        s = graph.call_function(aten.empty_strided.default, (shape, stride),
+                                {"dtype": v.dtype, "device": v.device})
+    else:
+        s = graph.call_function(aten.empty.memory_format, ([0],),
+                                {"dtype": v.dtype, "device": v.device})
+    s.meta[SLOT_META] = f"scratch for output {k} of {node.name} (not saved)"
+    return s
+
+
+def _replace_output(node: fx.Node, k: int, value: fx.Node) -> None:
+    """``node[k]`` becomes ``(value,)[0]``: the same tensor, and the getitem keeps its name,
+    place and metadata for the copies and outputs that name it."""
+    for user in list(node.users):
+        if user.target is operator.getitem and user.args[1] == k:
+            user.args = ((value,), 0)
 
 
 def _insert_copy(graph: fx.Graph, src: fx.Node, dst: fx.Node, stride, p) -> fx.Node:
@@ -114,20 +182,37 @@ def _return_slot_views(graph: fx.Graph, replace: dict[str, fx.Node], num_fwd_out
 
 
 def annotate_backward(bw: fx.GraphModule, saved: SavedSet, plan: ArenaPlan) -> None:
-    """Mark each backward placeholder that arrives as a slot view with where it lives."""
-    for ph in bw.graph.find_nodes(op="placeholder"):
-        t = next((t for t in saved.tensors if t.name == ph.name), None)
-        if t is None:
+    """Mark each backward placeholder that arrives as a slot view with where it lives (found
+    by position: the backward may name a saved value differently from the forward)."""
+    placeholders = list(bw.graph.find_nodes(op="placeholder"))
+    for t in saved.tensors:
+        if not 0 <= t.backward_index < len(placeholders):
             continue
-        p = plan.placement(t.group)
+        ph, p = placeholders[t.backward_index], plan.placement(t.group)
         if p.write is Write.STAGED:
             ph.meta[SLOT_META] = "read from slot: a view of a staged input"
         elif p.write is Write.OFFLOAD:
-            g = saved.groups[t.group]
             ph.meta[SLOT_META] = (f"in the host arena, reloaded ahead of use: group "
-                                  f"{t.group} at host byte "
-                                  f"{p.offset + t.storage_offset * t.itemsize - g.byte_start}")
+                                  f"{t.group} at host byte {p.member_offset(t)}")
         elif p.write is not Write.NONE:
-            g = saved.groups[t.group]
-            ph.meta[SLOT_META] = (f"read from slot: group {t.group} at byte "
-                                  f"{p.offset + t.storage_offset * t.itemsize - g.byte_start}")
+            ph.meta[SLOT_META] = f"read from slot: group {t.group} at byte {p.member_offset(t)}"
+
+
+def backward_slot_args(saved: SavedSet, plan: ArenaPlan) -> tuple[int | None, list[list[int]]]:
+    """Where the backward's arguments meet the slot, by position: one argument that is a slot
+    view (None when none is), and the arguments of each offloaded group (in plan order)."""
+    slotted = [t.backward_index for t in saved.tensors
+               if plan.placement(t.group).write is not Write.NONE and t.backward_index >= 0]
+    offloaded = [[saved.tensor(m).backward_index for m in saved.groups[p.group].members]
+                 for p in plan.placements if p.write is Write.OFFLOAD]
+    return (min(slotted) if slotted else None), offloaded
+
+
+def snapshot(gm: fx.GraphModule) -> Callable[[], fx.GraphModule]:
+    """A copy of ``gm``'s graph that rewriting ``gm`` leaves alone, and a function that builds
+    it into a module: what runs if a pass fails half-way through. Copying the nodes is cheap;
+    generating the module's code is not, so that waits for a failure (node metadata is
+    shared, not copied)."""
+    graph = fx.Graph()
+    graph.output(graph.graph_copy(gm.graph, {}))
+    return lambda: fx.GraphModule(gm, graph)

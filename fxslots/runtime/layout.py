@@ -15,6 +15,7 @@ import sympy
 import torch
 
 from .. import _torch
+from ..geometry import align_up, span_elements
 from ..schemas import ArenaPlan, evaluate
 
 Geometry = tuple  # (dtype, element offset, shape, stride) of one view over an arena
@@ -133,13 +134,6 @@ def slot_views(layout: ViewLayout, aliases: tuple[Any, Any], device: torch.devic
     return views
 
 
-def span_elements(shape, stride) -> int:
-    """Elements from a strided tensor's first addressed element to its last (0 when empty)."""
-    if not all(shape):
-        return 0
-    return 1 + sum((n - 1) * s for n, s in zip(shape, stride, strict=True))
-
-
 def pack(shapes: Sequence[tuple[torch.dtype, tuple[int, ...], tuple[int, ...]]],
          alignment: int) -> tuple[list[Geometry], int]:
     """Lay (dtype, shape, stride) tensors end to end in one byte buffer, each start aligned:
@@ -147,7 +141,7 @@ def pack(shapes: Sequence[tuple[torch.dtype, tuple[int, ...], tuple[int, ...]]],
     geometry, offset = [], 0
     for dtype, shape, stride in shapes:
         item = dtype.itemsize
-        offset = -(-offset // alignment) * alignment
+        offset = align_up(offset, alignment)
         geometry.append((dtype, offset // item, tuple(shape), tuple(stride)))
         offset += span_elements(shape, stride) * item
     return geometry, offset

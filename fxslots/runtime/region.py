@@ -6,6 +6,8 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import _torch, state
+from ..errors import OptionsError
 from ..options import Options
 from .cudagraphs.staging import OutputBuffer, StagingBuffer
 from .ring import SlotRing
@@ -51,3 +53,36 @@ class Region:
         self.ring.free()
         self.staging.free()
         self.outputs.free()
+
+
+def region_for(opts: Options, raw_options: Any) -> Region:
+    """Variants of one region (recompiles of one Dynamo frame, same torch.compile options
+    object) share one region, so their arenas are sized by the largest, not summed."""
+    frame = _torch.current_frame_id()
+    key = (frame, id(raw_options), opts)
+    region = state.regions.get(key)
+    if region is None:
+        name = f"region {frame if frame is not None else len(state.regions)}"
+        region = state.regions[key] = _joined(opts) or Region.new(name, opts)
+    return region
+
+
+def _joined(opts: Options) -> Region | None:
+    """A region of ``opts.arena_group``: the group's ring and staging buffer, shared with the
+    regions already in it (stages of one pipeline rank whose frames are never all live)."""
+    if opts.arena_group is None:
+        return None
+    peer = next((r for r in state.regions.values()
+                 if r.ring.options.arena_group == opts.arena_group), None)
+    if peer is None:
+        return Region.new(f"arena group {opts.arena_group!r}", opts)
+    theirs = peer.ring.options
+    for name in ("slots", "max_arena_bytes", "debug"):
+        if getattr(theirs, name) != getattr(opts, name):
+            raise OptionsError(
+                f"fxslots: regions of arena_group {opts.arena_group!r} share one slot ring, "
+                f"so they need one option {name!r}: this one has {getattr(opts, name)!r}, "
+                f"the group {getattr(theirs, name)!r}; give them the same value (one arena "
+                f"group per pipeline rank: fxslots.pipelining.plan(schedule).options(stage))")
+    # One set of anchors: the group's memory is freed when the last of its models dies.
+    return Region(peer.ring, peer.staging, _anchors=peer._anchors)

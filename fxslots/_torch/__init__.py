@@ -17,6 +17,7 @@ from torch._functorch.partitioners import (
     default_partition,
     min_cut_rematerialization_partition,
 )
+from torch.fx.experimental.proxy_tensor import is_sym_node
 from torch.multiprocessing.reductions import StorageWeakRef
 
 OpOverload = torch._ops.OpOverload  # the type of ``torch.ops.aten.mm.default``
@@ -36,6 +37,7 @@ __all__ = [
     "storage_key",
     "storage_cdata",
     "is_fake",
+    "is_sym_node",
     "trace_artifact",
     "symbol_of",
     "mark_boxed",
@@ -48,7 +50,6 @@ __all__ = [
     "schedule_stages",
     "schedule_microbatches",
     "declare_no_donated_buffers",
-    "schema_of",
     "inductor_decompositions",
     "inductor_joint_passes",
     "inductor_compile",
@@ -67,6 +68,57 @@ def size_hint(x: Any) -> int:
     if hasattr(ss, "optimization_hint"):  # torch >= 2.12
         return int(ss.optimization_hint(x))
     return int(x.node.shape_env.size_hint(x.node.expr))
+
+
+def sym_expr(x: Any) -> Any:
+    """The sympy expression behind a SymInt (its ShapeEnv's symbols: ``s0``, ``2*s1``...)."""
+    return x.node.expr
+
+
+def op_schema(op: Any) -> Any:
+    """The ``torch._C.FunctionSchema`` of an ``OpOverload``."""
+    return op._schema
+
+
+def op_qualname(op: Any) -> str:
+    """``torch.ops.aten.mm.out`` -> ``"aten::mm.out"`` (``"aten::mm"`` for the default)."""
+    schema = op._schema
+    return schema.name + ("." + schema.overload_name if schema.overload_name else "")
+
+
+def has_device_kernel(qualname: str, device_type: str) -> bool:
+    """Whether ``qualname`` (``"aten::gelu.out"``) has a kernel registered for this device
+    itself. Out= overloads that PyTorch generates from the functional op are registered only
+    as CompositeExplicitAutograd: they run the functional kernel and then copy into ``out``."""
+    key = {"cpu": "CPU", "cuda": "CUDA"}.get(device_type, device_type.upper())
+    return bool(torch._C._dispatch_has_kernel_for_dispatch_key(qualname, key))
+
+
+def symbol_range(shape_env: Any, symbol: Any) -> tuple[int, int | None]:
+    """(lowest, highest or None) the ShapeEnv allows ``symbol``."""
+    r = shape_env.var_to_range.get(symbol)
+    lo = int(r.lower) if r is not None and r.lower.is_Integer else 0
+    hi = int(r.upper) if r is not None and r.upper.is_Integer else None
+    return lo, hi
+
+
+def saves_rng_state(node: Any) -> bool:
+    """Whether ``node`` is the RNG state that activation checkpointing saves for backward to
+    replay a random op (``run_and_save_rng_state(...)[0]``): backward feeds it back to the
+    generator, so it passes through untouched."""
+    import operator
+
+    from torch._prims.rng_prims import run_and_save_rng_state
+
+    return (node.op == "call_function" and node.target is operator.getitem
+            and node.args[1] == 0 and getattr(node.args[0], "target", None)
+            is run_and_save_rng_state)
+
+
+def compile_id() -> str | None:
+    """Dynamo's id of the graph being compiled, as its logs print it (``"0/1"``)."""
+    compile_id = torch._guards.CompileContext.current_compile_id()
+    return None if compile_id is None else str(compile_id)
 
 
 def current_frame_id() -> int | None:
@@ -236,61 +288,12 @@ def declare_no_donated_buffers() -> None:
         donated.clear()
 
 
-def schema_of(op: Any) -> Any:
-    """The ``FunctionSchema`` of an operator overload."""
-    return op._schema
 
-
-# Inductor, for options={"kernels": "inductor"}. Its entry points are private and have moved
-# between releases; these wrappers take what torch 2.11 to 2.14 offer.
-
-def inductor_decompositions() -> dict[Any, Callable[..., Any]]:
-    """The decompositions ``torch.compile``'s default backend traces with (Inductor refuses,
-    say, ``aten.gelu``: it has a decomposition, so no fallback)."""
-    from torch._inductor.decomposition import select_decomp_table
-
-    return select_decomp_table()
-
-
-def inductor_joint_passes(joint: Any) -> Any:
-    """Inductor's passes over the joint graph, as its own partition function runs them."""
-    from torch._inductor import compile_fx
-    from torch._inductor.virtualized import V
-
-    # Some passes (the random-op rewrite) make tensors under the compile's fake mode, which
-    # torch.compile's default backend installs around partitioning.
-    with V.set_fake_mode(tracing_fake_mode()):
-        out = compile_fx._recursive_joint_graph_passes(joint, skip_invoke_subgraph=True)
-    return joint if out is None else out  # some releases rewrite in place and return None
-
-
-def inductor_compile(gm: Any, example_inputs: list[Any], *, static_input_idxs: list[int],
-                     is_backward: bool = False, is_inference: bool = False) -> Any:
-    """Inductor's compile of one already-partitioned graph, with its own CUDA graphs off
-    (fxslots captures). The result takes its arguments as one list, which it empties."""
-    from torch._inductor import compile_fx, config
-    from torch._inductor.utils import BoxedBool
-
-    with config.patch({"triton.cudagraphs": False}):
-        return compile_fx.compile_fx_inner(
-            gm, example_inputs, cudagraphs=BoxedBool(False),
-            static_input_idxs=static_input_idxs, is_backward=is_backward,
-            is_inference=is_inference)
-
-
-def inductor_output_code(compiled: Any) -> str:
-    """The Python wrapper and kernel sources Inductor generated for one graph."""
-    return getattr(compiled, "source_code", None) or ""
-
-
-def inductor_falls_back(op: Any) -> bool:
-    """Whether Inductor runs ``op`` as an ATen call (a fallback), not a kernel of its own."""
-    from torch._inductor import lowering
-
-    return op in lowering.fallbacks or op not in lowering.lowerings
-
-
-def tracing_fake_mode() -> Any:
-    """The FakeTensorMode of the compile in progress (its ShapeEnv holds the shape symbols)."""
-    ctx = torch._guards.TracingContext.try_get()
-    return None if ctx is None else ctx.fake_mode
+from .inductor import (  # noqa: E402 - below the helpers they use
+    inductor_compile,
+    inductor_decompositions,
+    inductor_falls_back,
+    inductor_joint_passes,
+    inductor_output_code,
+    tracing_fake_mode,
+)

@@ -1,0 +1,61 @@
+"""Inductor's private entry points, for options={"kernels": "inductor"} (part of fxslots._torch).
+
+They have moved between releases; these wrappers take what torch 2.11 to 2.14 offer.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+def inductor_decompositions() -> dict[Any, Callable[..., Any]]:
+    """The decompositions ``torch.compile``'s default backend traces with (Inductor refuses,
+    say, ``aten.gelu``: it has a decomposition, so no fallback)."""
+    from torch._inductor.decomposition import select_decomp_table
+
+    return select_decomp_table()
+
+
+def inductor_joint_passes(joint: Any) -> Any:
+    """Inductor's passes over the joint graph, as its own partition function runs them."""
+    from torch._inductor import compile_fx
+    from torch._inductor.virtualized import V
+
+    # Some passes (the random-op rewrite) make tensors under the compile's fake mode, which
+    # torch.compile's default backend installs around partitioning.
+    with V.set_fake_mode(tracing_fake_mode()):
+        out = compile_fx._recursive_joint_graph_passes(joint, skip_invoke_subgraph=True)
+    return joint if out is None else out  # some releases rewrite in place and return None
+
+
+def inductor_compile(gm: Any, example_inputs: list[Any], *, static_input_idxs: list[int],
+                     is_backward: bool = False, is_inference: bool = False) -> Any:
+    """Inductor's compile of one already-partitioned graph, with its own CUDA graphs off
+    (fxslots captures). The result takes its arguments as one list, which it empties."""
+    from torch._inductor import compile_fx, config
+    from torch._inductor.utils import BoxedBool
+
+    with config.patch({"triton.cudagraphs": False}):
+        return compile_fx.compile_fx_inner(
+            gm, example_inputs, cudagraphs=BoxedBool(False),
+            static_input_idxs=static_input_idxs, is_backward=is_backward,
+            is_inference=is_inference)
+
+
+def inductor_output_code(compiled: Any) -> str:
+    """The Python wrapper and kernel sources Inductor generated for one graph."""
+    return getattr(compiled, "source_code", None) or ""
+
+
+def inductor_falls_back(op: Any) -> bool:
+    """Whether Inductor runs ``op`` as an ATen call (a fallback), not a kernel of its own."""
+    from torch._inductor import lowering
+
+    return op in lowering.fallbacks or op not in lowering.lowerings
+
+
+def tracing_fake_mode() -> Any:
+    """The FakeTensorMode of the compile in progress (its ShapeEnv holds the shape symbols)."""
+    ctx = torch._guards.TracingContext.try_get()
+    return None if ctx is None else ctx.fake_mode

@@ -1,0 +1,148 @@
+"""Byte geometry of strided tensors, in one home.
+
+Sizes, strides and offsets are ints or sympy expressions over shape symbols; every helper here
+takes both and keeps the kind it was given (ints in, an int out), so the runtime's concrete
+layouts and the planner's symbolic ones share one definition. Imports torch and sympy only.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from typing import Iterable, Iterator, Mapping, Sequence
+
+import sympy
+import torch
+
+Number = int | sympy.Expr
+
+# Dynamo specializes sizes 0 and 1, so a shape symbol is at least 2.
+_LOWEST_SYMBOL_VALUE = 2
+# The value an unbounded symbol takes as its "high" point: large enough to expose layouts
+# that change with size, small enough to keep every evaluation cheap.
+UNBOUNDED_SYMBOL_VALUE = 4096
+
+
+def itemsize(dtype: torch.dtype) -> int:
+    """Bytes per element of ``dtype``."""
+    return dtype.itemsize
+
+
+def _symbolic(xs: Iterable[Number]) -> bool:
+    return any(isinstance(x, sympy.Basic) for x in xs)
+
+
+def span_elements(shape: Sequence[Number], stride: Sequence[Number]) -> Number:
+    """Elements from a strided tensor's first addressed element to its last, inclusive (0 when
+    it is empty). Ints give an int; sympy sizes give an expression."""
+    symbolic = _symbolic((*shape, *stride))
+    if any(s == 0 for s in shape):
+        return sympy.Integer(0) if symbolic else 0
+    total: Number = sympy.Integer(1) if symbolic else 1
+    for n, s in zip(shape, stride, strict=True):
+        total = total + (n - 1) * s
+    # Expanded, a contiguous span is the plain product again (s0*s1, not 1 + (s0 - 1)*s1 +
+    # s1 - 1): a canonical polynomial, cheap to build, and every sum and printout of it later
+    # stays short.
+    return sympy.expand(total) if symbolic else total
+
+
+def compact_elements(shape: Sequence[Number], stride: Sequence[Number]) -> Number:
+    """Elements a copy of the tensor moves: stride-0 (expanded) dimensions count once."""
+    total: Number = sympy.Integer(1) if _symbolic((*shape, *stride)) else 1
+    for n, s in zip(shape, stride, strict=True):
+        if s != 0:
+            total = total * n
+    return total
+
+
+@functools.lru_cache(maxsize=4096)
+def _align_symbolic(nbytes: sympy.Expr, alignment: int) -> sympy.Expr:
+    return alignment * sympy.ceiling(nbytes / alignment)
+
+
+def align_up(nbytes: Number, alignment: int) -> Number:
+    """Round ``nbytes`` up to a multiple of ``alignment``; stays exact when symbolic (cached:
+    a layer stack asks for the same sizes over and over)."""
+    if isinstance(nbytes, int):
+        return -(-nbytes // alignment) * alignment
+    if nbytes.is_Integer:
+        return sympy.Integer(-(-int(nbytes) // alignment) * alignment)
+    return _align_symbolic(nbytes, alignment)
+
+
+def member_byte_offset(placement_offset: Number, storage_start: Number,
+                       storage_offset: Number, dtype: torch.dtype) -> Number:
+    """Arena byte where a member of a placed storage starts: the placement's offset plus the
+    member's distance from the first storage byte the placement holds (``storage_start``).
+    ``storage_offset`` is in elements of ``dtype``, absolute in the storage."""
+    return placement_offset + storage_offset * itemsize(dtype) - storage_start
+
+
+def evaluate(e: Number, env: Mapping[sympy.Symbol, int]) -> int:
+    """The integer value of ``e`` once its symbols are bound."""
+    if isinstance(e, int):
+        return e
+    if e.is_Integer:
+        return int(e)
+    v = e.xreplace({s: sympy.Integer(env[s]) for s in e.free_symbols})
+    if not v.is_Integer:
+        raise ValueError(f"fxslots: {e} did not evaluate to an integer under {dict(env)}: {v}")
+    return int(v)
+
+
+Ranges = Mapping[sympy.Symbol, tuple[int, "int | None"]]
+
+
+def _point(lo: int, hi: int | None, point: str, unbounded: int | None) -> int | None:
+    lo = max(lo, _LOWEST_SYMBOL_VALUE)
+    top = hi if hi is not None else (None if unbounded is None else max(lo, unbounded))
+    if point == "low":
+        return lo
+    if point == "mid":
+        return lo + 7 if top is None else min(top, lo + 7)
+    return top
+
+
+def symbol_values(ranges: Ranges, symbols: Iterable[sympy.Symbol] | None = None, *,
+                  points: Sequence[str] = ("low", "mid", "high"), limit: int = 64,
+                  unbounded: int | None = UNBOUNDED_SYMBOL_VALUE) -> Iterator[dict]:
+    """Concrete values to evaluate symbolic sizes at: every combination of each symbol at the
+    chosen ``points`` of its range ("low": its lower bound, at least 2; "mid": 7 above it;
+    "high": its upper bound, else ``unbounded``), at most ``limit`` of them. Yields nothing
+    when a symbol has no upper bound and ``unbounded`` is None. A symbol without a range
+    counts as unbounded above 2."""
+    syms = sorted(ranges if symbols is None else symbols, key=str)
+    choices = []
+    for s in syms:
+        lo, hi = ranges.get(s, (_LOWEST_SYMBOL_VALUE, None))
+        values = {_point(lo, hi, p, unbounded) for p in points}
+        if None in values:
+            return
+        choices.append([(s, v) for v in sorted(values)])
+    for combo in itertools.islice(itertools.product(*choices), limit):
+        yield dict(combo)
+
+
+def upper_bound(e: Number, ranges: Ranges) -> int | None:
+    """The value of ``e`` with each symbol at its upper bound (sizes grow with their
+    symbols), or None when a symbol is unbounded."""
+    if isinstance(e, int) or e.is_Integer:
+        return int(e)
+    env = next(symbol_values(ranges, e.free_symbols, points=("high",), unbounded=None), None)
+    return None if env is None else evaluate(e, env)
+
+
+def same_value(a: Number, b: Number, ranges: Ranges) -> bool:
+    """Whether two sizes agree: structurally, else at every sample of ``symbol_values``.
+
+    Proving symbolic equality needs ``sympy.simplify`` (seconds per call on the floor and Max
+    terms convolution shapes bring); sizes here are polynomials with floor divisions over a
+    few symbols, which agree everywhere they agree at these samples in practice, and the
+    verify pass re-checks the resulting plan at the same points.
+    """
+    diff = a - b
+    if isinstance(diff, int) or diff.is_number:
+        return diff == 0
+    return all(evaluate(a, env) == evaluate(b, env)
+               for env in symbol_values(ranges, diff.free_symbols))

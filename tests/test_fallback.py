@@ -1,0 +1,98 @@
+"""Never crash a user's training: checkpointed random ops compile, and any failure inside the
+passes becomes the documented fallback (a warning naming the graph, the node and the cause,
+counted; raised only with strict=True), with gradients still right."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+import fxslots
+from examples.models import MLP
+from fxslots import backend as fxb
+from fxslots.passes import rewrite
+from tests.helpers import assert_same, run, schedule_ffbb
+
+
+class CheckpointedDropout(nn.Module):
+    """The issue's minimal case: dropout inside activation checkpointing."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return checkpoint(lambda y: F.dropout(self.lin(y), 0.1), x, use_reentrant=False)
+
+
+class CheckpointedAttention(nn.Module):
+    """rand_like and the CPU flash attention kernel are random ops too."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.qkv = nn.Linear(16, 48)
+
+    def block(self, x):
+        q, k, v = self.qkv(x).view(x.shape[0], x.shape[1], 3, 2, 8).unbind(2)
+        y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
+                                           v.transpose(1, 2)).transpose(1, 2)
+        return y.flatten(2) * torch.rand_like(x)
+
+    def forward(self, x):
+        return checkpoint(self.block, x, use_reentrant=False)
+
+
+@pytest.mark.parametrize("model", [CheckpointedDropout, CheckpointedAttention])
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_checkpointed_random_ops_compile_and_match_aot_eager(model, dynamic):
+    m = model()
+    d = 8 if model is CheckpointedDropout else 16
+    inputs = [torch.randn(2, 4, d), torch.randn(2, 6, d)]
+    sched = schedule_ffbb(2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ours = run(m, "fxslots", inputs, sched, dynamic=dynamic, options={"slots": 2})
+    assert not [w for w in caught if "fxslots" in str(w.message)]
+    assert fxb.counters["fallbacks"] == 0
+    assert_same(ours, run(m, "aot_eager", inputs, sched, dynamic=dynamic), exact=True)
+
+
+def test_the_saved_rng_state_passes_through_untouched():
+    report = str(fxslots.explain(CheckpointedDropout(), torch.randn(4, 8), slots=1))
+    assert "passed to backward untouched: getitem_2 (an RNG state)" in report
+    assert "rng_state_output_0" in report  # the backward's own name for it
+
+
+def _broken_write(*args, **kwargs):
+    raise KeyError("injected failure")
+
+
+def test_a_failing_pass_falls_back_with_a_warning_naming_graph_node_and_cause(monkeypatch):
+    monkeypatch.setattr(rewrite, "_write_in_place", _broken_write)
+    m = MLP(16, 32, 2)
+    inputs = [torch.randn(4, 16), torch.randn(4, 16)]
+    with pytest.warns(UserWarning) as caught:
+        ours = run(m, "fxslots", inputs, schedule_ffbb(2), options={"slots": 2})
+    (msg,) = {str(w.message) for w in caught if "fxslots" in str(w.message)}
+    assert "runs without slots: graph 0/0 (region 0): rewrite_forward failed at node" in msg
+    assert "KeyError: 'injected failure'" in msg
+    assert fxb.counters["fallbacks"] == 1
+    assert_same(ours, run(m, "aot_eager", inputs, schedule_ffbb(2)), exact=True)
+
+
+def test_strict_turns_a_failing_pass_into_an_error(monkeypatch):
+    monkeypatch.setattr(rewrite, "_write_in_place", _broken_write)
+    c = torch.compile(MLP(16, 32, 2), backend="fxslots", options={"strict": True})
+    with pytest.raises(Exception, match="rewrite_forward failed at node") as info:
+        c(torch.randn(4, 16))
+    cause = info.value
+    while cause is not None and not isinstance(cause, fxslots.UnsupportedGraphError):
+        cause = cause.__cause__ or getattr(cause, "inner_exception", None)
+    assert isinstance(cause, fxslots.UnsupportedGraphError)

@@ -1,0 +1,52 @@
+"""Byte geometry: one definition for ints (the runtime) and sympy sizes (the planner)."""
+
+from __future__ import annotations
+
+import sympy
+import torch
+
+from fxslots import geometry as g
+
+s0 = sympy.Symbol("s0", integer=True, positive=True)
+s1 = sympy.Symbol("s1", integer=True, positive=True)
+
+
+def test_span_and_compact_elements_take_ints_and_expressions():
+    assert g.span_elements((4, 8), (8, 1)) == 32
+    assert isinstance(g.span_elements((4, 8), (8, 1)), int)
+    assert g.span_elements((4, 8), (1, 4)) == 32  # transposed
+    assert g.span_elements((3, 0), (1, 1)) == 0
+    assert g.span_elements((s0, 8), (8, 1)) == 8 * s0
+    assert g.compact_elements((64, 8), (0, 1)) == 8  # an expanded dimension counts once
+    assert g.compact_elements((s0, 8), (0, 1)) == 8
+
+
+def test_align_up_and_itemsize():
+    assert g.align_up(1, 512) == 512 and g.align_up(1024, 512) == 1024
+    assert g.align_up(sympy.Integer(513), 512) == 1024
+    assert g.align_up(128 * s0, 512) == 512 * sympy.ceiling(s0 / 4)
+    assert g.itemsize(torch.bfloat16) == 2 and g.itemsize(torch.int64) == 8
+
+
+def test_member_byte_offset_counts_from_the_placements_first_storage_byte():
+    # A member 16 floats into its storage, in a placement at arena byte 1024 that holds the
+    # storage from its byte 32 on.
+    assert g.member_byte_offset(1024, 32, 16, torch.float32) == 1024 + 64 - 32
+
+
+def test_one_picker_of_symbol_values():
+    ranges = {s0: (2, 100), s1: (4, None)}
+    assert list(g.symbol_values(ranges, points=("low",))) == [{s0: 2, s1: 4}]
+    assert list(g.symbol_values(ranges, [s0], points=("high",))) == [{s0: 100}]
+    highs = list(g.symbol_values(ranges, points=("high",), unbounded=64))
+    assert highs == [{s0: 100, s1: 64}]
+    assert list(g.symbol_values(ranges, points=("high",), unbounded=None)) == []
+    assert len(list(g.symbol_values(ranges))) == 9  # low, mid, high of each
+    assert g.upper_bound(8 * s0, ranges) == 800 and g.upper_bound(8 * s1, ranges) is None
+
+
+def test_same_value_without_simplify():
+    assert g.same_value(512 * sympy.ceiling(s0 / 4), 512 * sympy.ceiling(s0 / 4), {})
+    assert g.same_value(sympy.Max(1, s0) * 4, 4 * s0, {s0: (2, None)})
+    assert not g.same_value(sympy.floor(s0 / 2) * 2, s0, {s0: (2, None)})
+    assert g.evaluate(s0 * s1, {s0: 3, s1: 5}) == 15

@@ -1,0 +1,110 @@
+"""Routes: which kernel writes an op's result into given memory, and the expansions that replay
+an op as the ops it is made of. Each expansion must be bitwise the op it replaces."""
+
+from __future__ import annotations
+
+import operator
+
+import pytest
+import torch
+import torch.fx as fx
+
+from fxslots.passes.expand import expand
+from fxslots.routes import COPY, EXPANSIONS, find_route
+
+aten = torch.ops.aten
+
+
+@pytest.mark.parametrize("op,args,want", [
+    (aten.gelu.default, (), "aten::gelu.out"),  # a cpu kernel of its own
+    (aten.clone.default, (), None),  # a copy op: copy_ when the source is on the device
+    (aten._native_batch_norm_legit_functional.default, (), "aten::_native_batch_norm_legit.out"),
+    (aten.max_pool2d_with_indices.default, (), "aten::max_pool2d_with_indices.out"),
+    (aten.relu.default, (), "aten::clamp_min.out"),
+    (aten.native_dropout.default, (None, 0.1, True), "aten::mul.out"),
+])
+def test_routes_with_a_kernel_that_writes_into_given_memory(op, args, want):
+    route = find_route(op, "cpu", "cpu", args)
+    assert route.op == (want or COPY) and route.why is None
+
+
+@pytest.mark.parametrize("op,args,why", [
+    # PyTorch generates these out= overloads: the functional op, then a copy into out=.
+    (aten.native_layer_norm.default, (), "composite on cpu"),
+    (aten.convolution.default, (), "composite on cpu"),
+    (aten._scaled_dot_product_flash_attention_for_cpu.default, (), "no out= form"),
+    (operator.getitem, (), "not an ATen operator"),
+    (aten.native_dropout.default, (None, 0.1, False), "composite on cpu"),  # eval mode
+])
+def test_routes_that_would_be_a_hidden_copy_are_refused_with_a_remedy(op, args, why):
+    route = find_route(op, "cpu", None, args)
+    assert route.op is None and why in route.why and route.remedy
+
+
+def test_dropout_expands_on_cpu_only():
+    # CUDA runs a fused kernel: there the sequence would not be the op.
+    assert find_route(aten.native_dropout.default, "cuda", None, (None, 0.1, True)).op is None
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("case", ["relu", "mul", "add", "sub", "div", "safe_softmax", "embedding",
+                                  "dropout", "sort", "index_put"])
+def test_expansions_are_bitwise_the_op_and_write_into_the_slot(case, dtype):
+    x = torch.randn(3, 5, 33).to(dtype)
+    x[0, 1] = float("-inf")  # a fully masked softmax row
+    op, args, n_out = {
+        "relu": (aten.relu.default, (x,), 1),
+        "mul": (aten.mul.Scalar, (x, 1.7), 1),
+        "add": (aten.add.Scalar, (x, 1.7, 3), 1),
+        "sub": (aten.sub.Scalar, (x, 0.3), 1),
+        "div": (aten.div.Scalar, (x, 1.7), 1),
+        "safe_softmax": (aten._safe_softmax.default, (x, -1), 1),
+        "embedding": (aten.embedding.default,
+                      (torch.randn(40, 8).to(dtype), torch.randint(0, 40, (3, 7))), 1),
+        "dropout": (aten.native_dropout.default, (x.nan_to_num(0.0), 0.2, True), 2),
+        "sort": (aten.sort.default, (x.round(decimals=1), -1, True), 2),
+        "index_put": (aten.index_put.default, (x, [torch.tensor([1, 2, 2])],
+                                               torch.randn(3, 5, 33).to(dtype), True), 1),
+    }[case]
+    assert op in EXPANSIONS
+    torch.manual_seed(0)
+    want = op(*args)
+    want = want if isinstance(want, tuple) else (want,)
+    torch.manual_seed(0)
+    got, dests = _run_expanded(op, args, n_out)
+    for w, g, d in zip(want, got, dests, strict=True):
+        assert torch.equal(w, g), case
+        assert g.data_ptr() == d.data_ptr() and torch.equal(g, d), "not written into the slot"
+
+
+def _run_expanded(op, args, n_out):
+    """``op(*args)`` as a one-node graph that ``expand`` rewrote, run from the current RNG
+    state with fresh slot views: (its results, the slot views)."""
+    state = torch.get_rng_state()
+    g = fx.Graph()
+    tensors = []
+
+    def arg(a):  # a tensor (in a list too) becomes a graph input
+        if isinstance(a, (list, tuple)):
+            return [arg(x) for x in a]
+        if isinstance(a, torch.Tensor):
+            tensors.append(a)
+            return g.placeholder(f"a{len(tensors)}")
+        return a
+
+    phs = [arg(a) for a in args]
+    views = [g.placeholder(f"slot{k}") for k in range(n_out)]
+    node = g.call_function(op, tuple(phs))
+    with torch.random.fork_rng():
+        ref = op(*args)  # for metadata only; the graph draws from ``state``
+    ref = ref if isinstance(ref, tuple) else (ref,)
+    node.meta["val"] = ref if n_out > 1 else ref[0]
+    outs = ([g.call_function(operator.getitem, (node, k)) for k in range(n_out)] if n_out > 1
+            else [node])
+    g.output(tuple(outs))
+    expand(g, node, dict(enumerate(views)))
+    gm = fx.GraphModule({}, g)
+    dests = [torch.empty_like(r) for r in ref]
+    torch.set_rng_state(state)
+    got = gm(*tensors, *dests)
+    return got, dests

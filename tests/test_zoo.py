@@ -1,0 +1,63 @@
+"""The model zoo (tests/zoo.py): real model families, two shape variants with two microbatches
+in flight, gradients, outputs and buffers bitwise equal to aot_eager, no fallback, and at
+least the copy-free fraction each family reaches today (so a regression shows).
+
+The default run covers every family with activation checkpointing on and off (static
+shapes) and the conv net static and dynamic (tests/test_fallback.py checkpoints random ops
+under dynamic shapes too). The full matrix (every family dynamic as well, about twice the
+time) runs with FXSLOTS_ZOO_FULL=1:
+
+    FXSLOTS_ZOO_FULL=1 python3 -m pytest -q tests/test_zoo.py
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import pytest
+
+pytest.importorskip("transformers")
+
+from tests import zoo  # noqa: E402
+
+FULL = bool(os.environ.get("FXSLOTS_ZOO_FULL"))
+
+# Copy-free fraction of saved bytes (as explain() counts them) each family reaches on CPU.
+# Below 1.0: BERT's LayerNorm outputs (native_layer_norm has no kernel that writes into
+# given memory; its out= overload is the functional op plus a copy) and the conv net's
+# convolution outputs (the same for convolution on CPU).
+FLOORS = {
+    ("llama", False): 0.99, ("llama", True): 0.99,
+    ("bert", False): 0.84, ("bert", True): 0.78,
+    ("t5", False): 0.99, ("t5", True): 0.99,
+    ("mixtral", False): 0.98, ("mixtral", True): 0.94,
+    ("conv", False): 0.60,
+}
+
+
+def _cases():
+    for family in zoo.FAMILIES:
+        for ckpt in (False, True):
+            for dynamic in (False, True):
+                heavy = dynamic
+                marks = [pytest.mark.skipif(not FULL, reason="full zoo: FXSLOTS_ZOO_FULL=1")] \
+                    if heavy else []
+                yield pytest.param(family, ckpt, dynamic, marks=marks,
+                                   id=f"{family}-{'ckpt' if ckpt else 'plain'}-"
+                                      f"{'dynamic' if dynamic else 'static'}")
+    for dynamic in (False, True):
+        yield pytest.param("conv", False, dynamic, id=f"conv-{'dynamic' if dynamic else 'static'}")
+
+
+@pytest.mark.parametrize("family,ckpt,dynamic", list(_cases()))
+def test_zoo_matches_aot_eager_bitwise(family, ckpt, dynamic):
+    model, xs = zoo.build(family, ckpt), zoo.inputs(family)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ours = zoo.train(model, "fxslots", xs, dynamic=dynamic, options={"slots": 2})
+    ref = zoo.train(model, "aot_eager", xs, dynamic=dynamic)
+    assert ours.fallbacks == [] and not [w for w in caught if "fxslots" in str(w.message)]
+    zoo.assert_bitwise(ours, ref)
+    assert ours.saved_bytes > 0
+    assert ours.copy_free_fraction >= FLOORS[family, ckpt], ours.copy_free_fraction
