@@ -504,7 +504,8 @@ expand     f32[4, 8]  [8, 0]  100    g2     0       copied (copy)
 groups:
   g0: no slot   offset 0, 128 bytes  (user input: the caller owns it)
   g1: no slot   offset 0, 32 bytes  (parameter or buffer: outlives every replay)
-  g2: copied    offset 0, 100 bytes  (saved views cover only part of addmm)
+  g2: copied    offset 0, 100 bytes  (the saved views span 100 of the 128 bytes of addmm: copying them moves 16 bytes, fewer than the 28 slot bytes keeping it whole would cost)
+      copy-free would take: a slot 28 bytes larger (saving addmm whole)
 arena bytes per slot: 512
 saved bytes in slot: 100, copy-free: 0
 bytes copied per forward: 16""")
