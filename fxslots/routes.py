@@ -15,8 +15,12 @@ A route is honest when the kernel that computes the value writes it into the giv
   buffers, which is what the functional form runs;
 - for an op whose kernel is a short sequence of other ops (``relu`` is ``clamp_min(x, 0)``),
   that sequence with its last op's out= kernel writing into the slot (``EXPANSIONS``; the
-  rewrite lives in ``passes/expand.py``). Each mirrors the PyTorch source it names, and the
-  zoo tests pin it bitwise against aot_eager.
+  rewrite lives in ``passes/expand.py``). Each mirrors the PyTorch source it names;
+  tests/test_routes.py and the zoo tests pin it bitwise;
+- for a custom op without an out= form, an out-variant fxslots registers through
+  ``torch.library`` (``fxslots/out_variants.py``).
+
+Anything else is copied once, and the plan says why and what would make it copy-free.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ FLOORS = {
     ("llama", False): 0.99, ("llama", True): 0.99,
     ("bert", False): 0.84, ("bert", True): 0.78,
     ("t5", False): 0.99, ("t5", True): 0.99,
-    ("mixtral", False): 0.98, ("mixtral", True): 0.94,
+    ("mixtral", False): 0.99, ("mixtral", True): 0.94,
     ("conv", False): 0.60,
 }
 
