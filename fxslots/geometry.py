@@ -144,5 +144,6 @@ def same_value(a: Number, b: Number, ranges: Ranges) -> bool:
     diff = a - b
     if isinstance(diff, int) or diff.is_number:
         return diff == 0
-    return all(evaluate(a, env) == evaluate(b, env)
-               for env in symbol_values(ranges, diff.free_symbols))
+    # The difference, not each side: a symbol both sides share may cancel out of it, and
+    # then the samples below do not bind it.
+    return all(evaluate(diff, env) == 0 for env in symbol_values(ranges, diff.free_symbols))

@@ -49,4 +49,11 @@ def test_same_value_without_simplify():
     assert g.same_value(512 * sympy.ceiling(s0 / 4), 512 * sympy.ceiling(s0 / 4), {})
     assert g.same_value(sympy.Max(1, s0) * 4, 4 * s0, {s0: (2, None)})
     assert not g.same_value(sympy.floor(s0 / 2) * 2, s0, {s0: (2, None)})
+
+
+def test_same_value_when_a_shared_symbol_cancels():
+    # t cancels from the difference; evaluating each side alone would need it bound
+    t = sympy.Symbol("t", integer=True, positive=True)
+    assert g.same_value(sympy.Max(1, s0) * 4 + t, 4 * s0 + t, {s0: (2, None)})
+    assert not g.same_value(sympy.floor(s0 / 2) * 2 + t, s0 + t, {s0: (2, None)})
     assert g.evaluate(s0 * s1, {s0: 3, s1: 5}) == 15

@@ -108,10 +108,11 @@ def _check_bytes(plan: ArenaPlan, saved: SavedSet) -> int:
                         for p in plan.placements if p.write.owns_bytes] + [
             (ev(v.storage_offset) * itemsize(v.dtype), ev.span(v) * itemsize(v.dtype), v.name)
             for v in plan.staging], key=lambda span: span[:2])  # names and ids don't compare
-        _check_disjoint(spans, ev(plan.capacity), plan.alignment, env)
+        _check_disjoint(spans, ev(plan.capacity), plan.alignment, env, "the arena")
         host = sorted((ev(p.offset), ev(p.nbytes), p.group)
                       for p in plan.placements if p.write is Write.OFFLOAD)  # ids: ints
-        _check_disjoint(host, ev(plan.host_capacity), plan.alignment, env)
+        _check_disjoint(host, ev(plan.host_capacity), plan.alignment, env,
+                        "the host arena (offloaded groups)")
         _check_members_inside(plan, saved, ev)
         n += 1
     return n
@@ -134,12 +135,13 @@ class _Evaluator:
         return span_elements([self(x) for x in t.shape], [self(x) for x in t.stride])
 
 
-def _check_disjoint(spans, capacity: int, alignment: int, env) -> None:
+def _check_disjoint(spans, capacity: int, alignment: int, env, where: str) -> None:
     for (a, an, ga), (b, _, gb) in itertools.pairwise(spans):
-        assert a + an <= b, f"groups {ga} and {gb} overlap at {env}"
+        assert a + an <= b, f"groups {ga} and {gb} overlap in {where} at {env}"
     for off, nb, g in spans:
-        assert off % alignment == 0, f"group {g} offset {off} is not aligned at {env}"
-        assert off + nb <= capacity, f"group {g} ends past its arena ({off}+{nb} > {capacity})"
+        assert off % alignment == 0, f"group {g} offset {off} in {where} is not aligned at {env}"
+        assert off + nb <= capacity, (
+            f"group {g} ends past {where} ({off}+{nb} > {capacity}) at {env}")
 
 
 def _check_members_inside(plan: ArenaPlan, saved: SavedSet, ev: _Evaluator) -> None:
