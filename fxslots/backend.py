@@ -14,7 +14,7 @@ import torch.fx as fx
 
 from . import _torch, kernels, state
 from .errors import OptionsError, UnsupportedGraphError
-from .fallback import fall_back
+from .fallback import fall_back, run_uncaptured
 from .options import Options, refusing
 from .passes import (
     annotate_backward,
@@ -125,6 +125,10 @@ class _Compiler:
                                                   f"{len(s.groups)} storage groups")
         device = _device_of(saved, example_inputs)
         graphs = _use_graphs(device, self.options)
+        if graphs and (why := _uncapturable_reason(saved)) is not None:
+            graphs = False
+            run_uncaptured(f"graph {_torch.compile_id() or '?'} ({self.region.ring.name}): "
+                           f"{why}", self.options.strict)
         binder = SymbolBinder(list(fw.graph.find_nodes(op="placeholder")))
         self.caps = caps_for(device, self.options.link_bandwidth)
         plan, reason = self._plan(fw, saved, static, graphs, binder)
@@ -266,6 +270,18 @@ def _device_of(saved: SavedSet, example_inputs: Any) -> torch.device:
 
 def _use_graphs(device: torch.device, options: Options) -> bool:
     return device.type == "cuda" and options.cudagraphs is not False
+
+
+def _uncapturable_reason(saved: SavedSet) -> str | None:
+    """Why this forward's graphs cannot be CUDA graphs, or None."""
+    if saved.rng_states:
+        # A replay would hand backward the generator state read at capture, not this step's:
+        # the recomputed random op would draw other numbers than the forward did.
+        return (f"{saved.rng_states[0]} is the RNG state activation checkpointing saves to "
+                f"replay a random op in backward, host state a CUDA graph cannot read anew at "
+                f"each replay; move the random op (dropout) out of the checkpointed region to "
+                f"capture it")
+    return None
 
 
 def _plan_summary(plan: ArenaPlan) -> str:

@@ -15,3 +15,13 @@ def fall_back(reason: str, strict: bool) -> None:
     if strict:
         raise UnsupportedGraphError(msg + " (strict=True)")
     warnings.warn(msg + " (set strict=True to make this an error)", stacklevel=3)
+
+
+def run_uncaptured(reason: str, strict: bool) -> None:
+    """Report that a graph keeps its slots but runs without CUDA graphs because of ``reason``;
+    raises in strict mode."""
+    state.counters["uncaptured_graphs"] += 1
+    msg = f"fxslots: this graph runs without CUDA graphs (its slots stay): {reason}"
+    if strict:
+        raise UnsupportedGraphError(msg + " (strict=True)")
+    warnings.warn(msg + " (set strict=True to make this an error)", stacklevel=3)

@@ -163,6 +163,9 @@ class StorageGroup:
         assert self.members, f"storage group {self.id} has no members"
 
 
+RNG_STATE = "an RNG state"  # SavedSet.passthrough's word for a checkpointed op's RNG state
+
+
 @dataclass(frozen=True)
 class SavedSet:
     """Everything the analysis found: saved tensors in backward-placeholder order, and groups."""
@@ -173,6 +176,10 @@ class SavedSet:
     # Saved values that take no part in planning and reach the backward untouched, as
     # (forward node, what it is): RNG states of checkpointed random ops, symbolic ints.
     passthrough: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def rng_states(self) -> tuple[str, ...]:
+        return tuple(name for name, what in self.passthrough if what == RNG_STATE)
 
     def __post_init__(self) -> None:
         names = [t.name for t in self.tensors]

@@ -19,7 +19,9 @@ import pytest
 
 pytest.importorskip("transformers")
 
+import fxslots  # noqa: E402
 from tests import zoo  # noqa: E402
+from tests.test_graph_executor_cpu import _StandInGraph, stand_in_graphs  # noqa: E402,F401
 
 FULL = bool(os.environ.get("FXSLOTS_ZOO_FULL"))
 
@@ -61,3 +63,32 @@ def test_zoo_matches_aot_eager_bitwise(family, ckpt, dynamic):
     zoo.assert_bitwise(ours, ref)
     assert ours.saved_bytes > 0
     assert ours.copy_free_fraction >= FLOORS[family, ckpt], ours.copy_free_fraction
+
+
+@pytest.mark.parametrize("family,ckpt", [("llama", False), ("bert", False), ("t5", False),
+                                         ("mixtral", False), ("conv", False)])
+def test_zoo_under_the_cuda_graph_executor(stand_in_graphs, family, ckpt):
+    """The same families through the CUDA-graph executor's bookkeeping (staging, outputs
+    rebuilt over each alias, pool outputs copied out), with test_graph_executor_cpu's
+    stand-in for the graph: every slot warms, captures and replays its own shape."""
+    model, xs = zoo.build(family, ckpt), zoo.inputs(family) * 2
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ours = zoo.train(model, "fxslots", xs, dynamic=False, options={"slots": 4})
+    captures = fxslots.counters["captures"]
+    ref = zoo.train(model, "aot_eager", xs, dynamic=False)
+    assert ours.fallbacks == [] and not [w for w in caught if "fxslots:" in str(w.message)]
+    assert captures > 0 and _StandInGraph.replays > 0
+    zoo.assert_bitwise(ours, ref)
+
+
+def test_checkpointed_random_op_runs_without_cuda_graphs(stand_in_graphs):
+    """Llama's checkpointed layers replay a random op (the CPU SDPA kernel) from a saved RNG
+    state: a captured graph would replay the state of its capture, so that forward runs
+    uncaptured, with its slots, and says why."""
+    model, xs = zoo.build("llama", True), zoo.inputs("llama") * 2
+    with pytest.warns(UserWarning, match="runs without CUDA graphs .* RNG state"):
+        ours = zoo.train(model, "fxslots", xs, dynamic=False, options={"slots": 4})
+    assert fxslots.counters["uncaptured_graphs"] >= 1
+    assert ours.fallbacks == [] and ours.saved_bytes > 0
+    zoo.assert_bitwise(ours, zoo.train(model, "aot_eager", xs, dynamic=False))

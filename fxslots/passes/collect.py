@@ -19,7 +19,7 @@ from .. import _torch
 from ..errors import PassError
 from ..geometry import same_value
 from ..routes import copy_source, find_route
-from ..schemas import Root, SavedSet, SavedTensor, Source, StorageGroup, expr
+from ..schemas import RNG_STATE, Root, SavedSet, SavedTensor, Source, StorageGroup, expr
 
 
 def collect_saved(
@@ -34,7 +34,7 @@ def collect_saved(
     tensors, passthrough = [], []
     for out_i, node, bw_i in match_backward(outputs, bw, num_fwd_outputs):
         if _torch.saves_rng_state(node) or _tensor_val(node) is None:
-            passthrough.append((node.name, "an RNG state" if _tensor_val(node) is not None
+            passthrough.append((node.name, RNG_STATE if _tensor_val(node) is not None
                                 else "not a tensor"))
         else:
             tensors.append((out_i, node, bw_i))

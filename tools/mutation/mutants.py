@@ -257,6 +257,12 @@ MUTANTS: tuple[Mutant, ...] = (
            "        pass\n",
            "fxslots donates no saved tensor to its backward (retain_graph, create_graph run)",
            "cpu", (f"{BAD}::test_create_graph_after_a_plain_backward",)),
+    Mutant("rng-state-captured", BACKEND,
+           "        if graphs and (why := _uncapturable_reason(saved)) is not None:",
+           "        if False and (why := _uncapturable_reason(saved)) is not None:",
+           "a forward that saves a checkpointed op's RNG state is not captured as a CUDA graph "
+           "(a replay would hand backward the state read at capture)", "cpu",
+           ("tests/test_zoo.py::test_checkpointed_random_op_runs_without_cuda_graphs",)),
     # ------------------------------------------------------------ Inductor kernels
     Mutant("inductor-extern-op-copied", "fxslots/passes/lower.py",
            "            if extern(functional):\n",
