@@ -92,3 +92,13 @@ def test_checkpointed_random_op_runs_without_cuda_graphs(stand_in_graphs):
     assert fxslots.counters["uncaptured_graphs"] >= 1
     assert ours.fallbacks == [] and ours.saved_bytes > 0
     zoo.assert_bitwise(ours, zoo.train(model, "aot_eager", xs, dynamic=False))
+
+
+def test_checkpointed_random_op_with_strict_raises(stand_in_graphs):
+    model, xs = zoo.build("llama", True), zoo.inputs("llama")
+    with pytest.raises(Exception) as ei:
+        zoo.train(model, "fxslots", xs, dynamic=False, options={"slots": 2, "strict": True})
+    cause = ei.value
+    while cause is not None and not isinstance(cause, fxslots.UnsupportedGraphError):
+        cause = getattr(cause, "inner_exception", None) or cause.__cause__
+    assert cause is not None and "without CUDA graphs" in str(cause), repr(ei.value)
