@@ -1,6 +1,6 @@
 """Gradient accumulation inside the backward graph (issue 12): with persistent ``.grad``
-buffers the backward adds into them itself, one multi-tensor add, and autograd has nothing left
-to do; anything autograd must see (hooks, create_graph, a buffer of another layout) takes the
+buffers the backward adds into them itself, each gradient as soon as it exists, and autograd
+has nothing left to do; anything autograd must see (hooks, create_graph, a buffer of another layout) takes the
 plain backward. Bitwise against eager, under the eager executor and the CUDA-graph executor's
 CPU stand-in."""
 
@@ -115,3 +115,34 @@ def test_replaced_buffers_are_never_written_stale(stand_in_graphs):  # noqa: F81
     """A buffer the user (or an optimizer) replaced moves the graph's input: the captured
     backward that added into the old one must not replay."""
     _train(4, set_to_none=False, replace_grads=True)
+
+
+def test_each_gradient_is_added_as_soon_as_it_exists():
+    """No gradient outlives its add (eager's AccumulateGrad frees each one at once): between a
+    gradient's producer and its add_ there are only other adds."""
+    _train(1, set_to_none=False)
+    graph = _variant().accumulate.graph.graph
+    nodes = list(graph.nodes)
+    adds = [n for n in nodes if n.target is torch.ops.aten.add_.Tensor]
+    assert len(adds) == len(list(_variant().accumulate.indices)) > 0
+    for add in adds:
+        between = nodes[nodes.index(add.args[1]) + 1:nodes.index(add)]
+        assert all(n.target is torch.ops.aten.add_.Tensor for n in between), (add, between)
+    (out,) = graph.find_nodes(op="output")
+    assert not any(a in adds for a in out.args[0])
+
+
+def test_accumulation_with_inductor_kernels_is_bitwise_torch_compile():
+    torch.manual_seed(0)
+    ref = MLP()
+    m = copy.deepcopy(ref)
+    c = torch.compile(m, backend="fxslots", options={"slots": 2, "kernels": "inductor"})
+    r = torch.compile(ref)
+    xs = [torch.randn(4, 16) for _ in range(3)]
+    for _ in range(2):
+        for x in xs:
+            c(x).sum().backward()
+            r(x).sum().backward()
+    assert _variant().accumulate.kernel is not None
+    for a, b in zip(m.parameters(), ref.parameters(), strict=True):
+        assert torch.equal(a.grad, b.grad)
