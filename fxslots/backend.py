@@ -229,6 +229,9 @@ class _Compiler:
         variant.backward_kernel = run if run is not bw else None
         # By position, not name: a saved RNG state reaches the backward under another name.
         variant.saved_arg_index, _ = backward_slot_args(self.record.saved, variant.plan)
+        variant.saved_backward_args = {t.output_index: t.backward_index
+                                       for t in self.record.saved.tensors
+                                       if t.output_index >= 0 and t.backward_index >= 0}
         variant.accumulate = _accumulate(bw, self.static_inputs, self.options)
         if variant.accumulate is not None and self.options.kernels == "inductor":
             variant.accumulate = kernels.compile_accumulate(

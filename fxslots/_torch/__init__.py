@@ -32,6 +32,7 @@ __all__ = [
     "current_frame_id",
     "end_allocate_to_pool",
     "keep_graph",
+    "saved_tensors_watched",
     "storage_alias",
     "shape_env_of",
     "storage_key",
@@ -125,11 +126,6 @@ def current_frame_id() -> int | None:
     """Dynamo's id of the frame being compiled: recompiles of one region share it."""
     compile_id = torch._guards.CompileContext.current_compile_id()
     return None if compile_id is None else compile_id.frame_id
-
-
-def keep_graph() -> bool:
-    """True inside a backward called with retain_graph=True: saved tensors stay readable."""
-    return bool(torch._C._autograd._get_current_graph_task_keep_graph())
 
 
 def storage_alias(data_ptr: int, device: torch.device, nbytes: int) -> torch.UntypedStorage:
@@ -289,6 +285,7 @@ def declare_no_donated_buffers() -> None:
 
 
 
+from .autograd import keep_graph, saved_tensors_watched  # noqa: E402
 from .inductor import (  # noqa: E402 - below the helpers they use
     inductor_compile,
     inductor_decompositions,

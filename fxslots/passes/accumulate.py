@@ -3,11 +3,13 @@
 With persistent ``.grad`` buffers (gradient accumulation, ``zero_grad(set_to_none=False)``),
 autograd adds every returned gradient into its buffer with one launch per parameter, outside any
 captured graph. This pass makes a copy of the backward graph that takes those buffers as extra
-placeholders (appended last, in ``outputs`` order), adds each gradient into its buffer right
-after the node that produces it, and returns None in their place, so autograd has nothing left to
-do. Right after, not in one multi-tensor add at the end: a gradient then dies as soon as it is
-added, as under eager's AccumulateGrad, instead of every gradient of the model living at once at
-the end of the backward (a second copy of the parameters' bytes in the graph's memory pool).
+placeholders (appended last, in ``outputs`` order), adds into them with one multi-tensor
+``_foreach_add_``, and returns None in their place, so autograd has nothing left to do.
+
+One add at the end, not one after each gradient's producer: a backward that raises part-way
+(an out-of-memory a training loop catches and skips) then adds nothing, as aot_eager's, which
+hands autograd its gradients only when it returns. The price: every gradient lives in the
+graph's memory at the end of the backward.
 """
 
 from __future__ import annotations
@@ -34,12 +36,9 @@ def accumulate_grads(bw: fx.GraphModule, outputs: list[int]) -> fx.GraphModule:
     for b, i in zip(buffers, outputs, strict=True):
         b.meta["val"] = outs[i].meta.get("val")
         b.meta[SLOT_META] = f"the .grad buffer of output {i}, added into in the graph"
-    for b, i in zip(buffers, outputs, strict=True):
-        grad = outs[i]
-        # After the producer, and after every placeholder (a gradient may be an input).
-        with graph.inserting_after(grad if grad.op != "placeholder" else buffers[-1]):
-            add = graph.call_function(aten.add_.Tensor, (b, grad))
-        add.meta[SLOT_META] = f"adds output {i} into its .grad buffer as soon as it exists"
+    with graph.inserting_before(output):
+        add = graph.call_function(aten._foreach_add_.List, ([*buffers], [outs[i] for i in outputs]))
+    add.meta[SLOT_META] = f"accumulates {len(outputs)} gradients into their .grad buffers"
     for i in outputs:
         outs[i] = None
     output.args = (tuple(outs),)

@@ -42,6 +42,9 @@ class Slot:
     microbatch: int | None = None
     generation: int = 0  # bumps whenever the arenas move (captured graphs go stale)
     layout: Any = None  # the ViewLayout of the forward holding the slot
+    # Set when that forward handed autograd arena tokens, not views (cudagraphs.outputs): the
+    # saved outputs' (index, kind, geometry), for a backward that must rebuild the views.
+    saved_outs: Any = None
 
     @property
     def nbytes(self) -> int:

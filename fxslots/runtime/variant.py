@@ -60,6 +60,8 @@ class Variant:
     anchor_index: int | None = None  # a parameter among the forward's arguments
     backward_graph: Callable[..., Any] | None = None
     saved_arg_index: int | None = None  # a backward argument that is a slot view
+    # Forward output index -> backward argument index, for every saved tensor in the slot.
+    saved_backward_args: dict[int, int] | None = None
     accumulate: Accumulate | None = None
     layouts: dict[tuple, ViewLayout] = field(default_factory=dict)
     _params: dict[int, tuple] = field(default_factory=dict)  # per slot: its forward's params
@@ -95,7 +97,7 @@ class Variant:
         lay = self.layout(args)
         slot, alias, host_alias = self.ring.acquire(lay.nbytes, self.device, self.name,
                                                     lay.host_nbytes)
-        slot.layout = lay
+        slot.layout, slot.saved_outs = lay, None
         if self.accumulate is not None:  # weakly: a dropped microbatch must not keep a model
             self._params[slot.index] = tuple(weakref.ref(args[i]) for i in self.accumulate.indices)
         try:

@@ -89,7 +89,9 @@ class GraphExecutor:
         key = CaptureKey(Direction.FORWARD, slot.index, slot.generation, 0, layout.key)
         cap = self.graphs.get(key)
         if cap is not None and self._replay(cap, args, slot):
-            return cap.results(aliases, variant.device)
+            tokens = self._tokens_ok(variant, cap) and not _torch.saved_tensors_watched()
+            slot.saved_outs = cap.saved_outs if tokens else None
+            return cap.results(aliases, variant.device, tokens=tokens)
         views = slot_views(layout, aliases, variant.device)
         stage = make_views(aliases[0], variant.device, layout.staging)
         gargs = list(args)
@@ -116,7 +118,18 @@ class GraphExecutor:
         cap = self.graphs.get(key)
         if cap is not None and self._replay(cap, gargs, slot):
             return cap.results((None, None), variant.device, self.outputs)
+        if slot.saved_outs is not None:  # tokens in the saved places: this run reads views
+            _saved_views(variant, slot.saved_outs, gargs)
         return self._first_runs(variant, slot, key, gargs, (), len(gargs), (None, None))
+
+    @staticmethod
+    def _tokens_ok(variant: Variant, cap: Captured) -> bool:
+        """Whether this forward's saved outputs can go to autograd as arena tokens: its
+        backward is compiled and knows where each of them arrives."""
+        if cap.tokens_ok is None and variant.saved_backward_args is not None:
+            cap.tokens_ok = bool(cap.saved_outs) and all(
+                j in variant.saved_backward_args for j, _, _ in cap.saved_outs)
+        return bool(cap.tokens_ok)
 
     def _replay(self, cap: Captured, args: list[Any], slot: Slot) -> bool:
         """Replay ``cap`` on ``args``; False (and nothing done) if an input moved since capture."""
@@ -183,8 +196,12 @@ class GraphExecutor:
 
     def _describe(self, graph, outs, key, slot, gargs, stage, nargs) -> Captured:
         staged = {i for i, _ in stage}
+        # Saved tensors sit in the slot at addresses the key fixes (slot, generation, shape);
+        # their arguments may be tokens at replay (outputs.Captured.results), so not checked.
+        in_slot = {a.data_ptr() for a in (slot.arena, slot.host_arena) if a is not None}
         static = tuple((i, a.data_ptr()) for i, a in enumerate(gargs[:nargs])
-                       if isinstance(a, torch.Tensor) and i not in staged)
+                       if isinstance(a, torch.Tensor) and i not in staged
+                       and a.untyped_storage().data_ptr() not in in_slot)
         # Replays stage into the same bytes, but through the arena itself: a view of this
         # forward's alias kept here would hold its slot pending forever.
         fixed = make_views(slot.arena.untyped_storage(), slot.device,
@@ -218,6 +235,14 @@ class GraphExecutor:
             self.uncaptured.add(key)
             return None
         raise CaptureError(msg) from root
+
+
+def _saved_views(variant: Variant, saved_outs, gargs: list[Any]) -> None:
+    """Replace the arena tokens among a backward's arguments by the views they stand for."""
+    for j, kind, geometry in saved_outs:
+        i = variant.saved_backward_args[j]
+        where = variant.device if kind is OutKind.SLOT else torch.device("cpu")
+        gargs[i] = make_views(gargs[i].untyped_storage(), where, [geometry])[0]
 
 
 def _write_back(args: list[Any], pairs) -> None:

@@ -39,7 +39,14 @@ class Captured:
     writeback: tuple[tuple[int, torch.Tensor], ...] = ()  # staged inputs the graph mutates
     _by_kind: dict = field(default_factory=dict, init=False)
 
+    # (output index, kind, geometry) of each output in the slot's arenas: what
+    # ``results(..., tokens=True)`` hands out as one token per arena.
+    saved_outs: tuple[tuple[int, OutKind, Geometry], ...] = field(default=(), init=False)
+    tokens_ok: bool | None = None  # the executor's verdict: may this forward hand out tokens
+
     def __post_init__(self) -> None:
+        self.saved_outs = tuple((j, o.kind, o.geometry) for j, o in enumerate(self.outs)
+                                if o.kind in (OutKind.SLOT, OutKind.HOST))
         # Grouped once here, not at every replay.
         for kind in (OutKind.SLOT, OutKind.HOST):
             idx = [j for j, o in enumerate(self.outs) if o.kind is kind]
@@ -51,9 +58,15 @@ class Captured:
         self._by_kind[OutKind.POOL] = (pool, view_runs(geometry))
 
     def results(self, aliases: tuple[Any, Any], device: torch.device,
-                out: Any = None) -> list[Any]:
+                out: Any = None, tokens: bool = False) -> list[Any]:
         """The outputs of the replay just made, as the caller may keep them; pool outputs are
-        copied into ``out`` (an OutputBuffer), or into fresh memory when it is None."""
+        copied into ``out`` (an OutputBuffer), or into fresh memory when it is None.
+
+        ``tokens``: every output in an arena is handed out as one tensor over that arena's
+        whole alias (the same object at each of them), not as views of it. Only a backward
+        that replays reads them, and it reads the slot at addresses its capture holds; a
+        backward that runs uncaptured rebuilds the views from ``saved_outs``. A saved view
+        costs autograd a tensor and a detach, ~2 us each: dozens per forward."""
         result = [o.value for o in self.outs]
         pool, runs = self._by_kind[OutKind.POOL]
         if pool:
@@ -68,7 +81,11 @@ class Captured:
         for kind, alias, where in ((OutKind.SLOT, aliases[0], device),
                                    (OutKind.HOST, aliases[1], _CPU)):
             idx, runs = self._by_kind[kind]
-            if idx:
+            if idx and tokens:
+                token = torch.empty(0, dtype=torch.uint8, device=where).set_(alias)
+                for j in idx:
+                    result[j] = token
+            elif idx:
                 for j, v in zip(idx, make_views(alias, where, None, runs), strict=True):
                     result[j] = v
         return result
