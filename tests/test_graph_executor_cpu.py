@@ -9,6 +9,7 @@ against aot_eager bitwise. The real thing runs in tests/test_cuda.py on a GPU.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
 
@@ -18,6 +19,7 @@ import torch
 import fxslots
 from fxslots import _torch, backend
 from fxslots.runtime.cudagraphs import executor
+from fxslots.runtime.cudagraphs.outputs import OutKind
 from fxslots.runtime.layout import geometry_of, make_views
 from examples.models import MLP, Attention
 from tests.helpers import assert_same, run, schedule_1f1b, schedule_ffbb
@@ -204,6 +206,65 @@ def test_a_moved_parameter_is_captured_again(stand_in_graphs):
     assert fxslots.counters["captures"] > captures, "the moved parameter was not recaptured"
     for a, b in zip(ours.parameters(), ref.parameters(), strict=True):
         assert torch.equal(a.grad, b.grad)
+
+
+def _train_pair(options, steps, between=None, hooks=None):
+    """fxslots (stand-in graphs) and aot_eager side by side, one microbatch per step; the
+    slot's token recipe after each fxslots forward; ``between(step, models)`` runs after the
+    forwards and before the backwards."""
+    torch.manual_seed(0)
+    ours, ref = MLP(), MLP()
+    ref.load_state_dict(ours.state_dict())
+    f = torch.compile(ours, backend="fxslots", options={"slots": 1, **options})
+    f_ref = torch.compile(ref, backend="aot_eager")
+    recipes = []
+    for i in range(steps):
+        x = torch.randn(4, 16, generator=torch.Generator().manual_seed(i))
+        with hooks() if hooks else contextlib.nullcontext():
+            outs = [fn(x) for fn in (f, f_ref)]
+        (slot,) = [s for g in fxslots.regions() for s in g.ring.slots]
+        recipes.append(slot.saved_outs)
+        if between:
+            between(i, (ours, ref))
+        for o in outs:
+            o.sum().backward()
+    for a, b in zip(ours.parameters(), ref.parameters(), strict=True):
+        assert torch.equal(a.grad, b.grad)
+    return recipes
+
+
+def test_replayed_forwards_hand_autograd_one_token_per_arena(stand_in_graphs):
+    """After warm-up and capture, a replayed forward hands autograd one tensor over the slot's
+    arena in place of every saved view (outputs.Captured.results), and the backward replays
+    on it; gradients stay aot_eager's."""
+    recipes = _train_pair({}, 5)
+    assert recipes[:2] == [None, None] and all(r for r in recipes[2:]), recipes
+    assert all(kind is OutKind.SLOT for _, kind, _ in recipes[-1])
+
+
+def test_saved_tensor_hooks_see_real_views(stand_in_graphs):
+    """Under saved-tensor hooks (save_on_cpu) the hooks pack what the forward saves: views,
+    never the arena token (which would pack the whole arena once per saved tensor)."""
+    recipes = _train_pair({}, 5, hooks=lambda: torch.autograd.graph.save_on_cpu())
+    assert recipes == [None] * 5
+
+
+def test_a_backward_that_cannot_replay_after_a_token_forward_rebuilds_the_views(
+        stand_in_graphs):
+    """A forward replayed with tokens, then a parameter given new memory before its backward:
+    the backward cannot replay (the graph reads the old address) and runs, then captures,
+    on the views the tokens stand for."""
+    def move(step, models):
+        if step == 3:
+            for m in models:
+                with torch.no_grad():
+                    m.layers[0].weight.data = m.layers[0].weight.data * 2
+
+    captures = []
+    recipes = _train_pair({}, 6, between=lambda i, ms: (
+        captures.append(fxslots.counters["captures"]), move(i, ms)))
+    assert recipes[3], "step 3's forward handed out no tokens: nothing tested"
+    assert captures[4] > captures[3], "the backward after the move was not captured again"
 
 
 def test_debug_refuses_a_replay_into_a_slot_nobody_holds():

@@ -257,6 +257,18 @@ MUTANTS: tuple[Mutant, ...] = (
            "        pass\n",
            "fxslots donates no saved tensor to its backward (retain_graph, create_graph run)",
            "cpu", (f"{BAD}::test_create_graph_after_a_plain_backward",)),
+    Mutant("tokens-not-rebuilt", EXECUTOR,
+           "            _saved_views(variant, slot.saved_outs, gargs)",
+           "            pass",
+           "a backward that cannot replay after a forward handed out arena tokens runs on the "
+           "views they stand for", "cpu",
+           ("tests/test_graph_executor_cpu.py::"
+            "test_a_backward_that_cannot_replay_after_a_token_forward_rebuilds_the_views",)),
+    Mutant("tokens-under-saved-tensor-hooks", EXECUTOR,
+           "            tokens = self._tokens_ok(variant, cap) and not _torch.saved_tensors_watched()",
+           "            tokens = self._tokens_ok(variant, cap)",
+           "saved-tensor hooks see the saved views, never an arena token", "cpu",
+           ("tests/test_graph_executor_cpu.py::test_saved_tensor_hooks_see_real_views",)),
     Mutant("rng-state-captured", BACKEND,
            "        if graphs and (why := _uncapturable_reason(saved)) is not None:",
            "        if False and (why := _uncapturable_reason(saved)) is not None:",
