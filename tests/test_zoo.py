@@ -65,18 +65,22 @@ def test_zoo_matches_aot_eager_bitwise(family, ckpt, dynamic):
     assert ours.copy_free_fraction >= FLOORS[family, ckpt], ours.copy_free_fraction
 
 
-@pytest.mark.parametrize("family,ckpt", [("llama", False), ("bert", False), ("t5", False),
-                                         ("mixtral", False), ("conv", False)])
-def test_zoo_under_the_cuda_graph_executor(stand_in_graphs, family, ckpt):
+@pytest.mark.parametrize("family,ckpt,dynamic,options", [
+    ("llama", False, False, {}), ("bert", False, False, {}), ("t5", False, False, {}),
+    ("mixtral", False, False, {}), ("conv", False, False, {}),
+    ("llama", False, True, {"offload": "above:256"}), ("conv", False, True, {"offload": "all"})],
+    ids=["llama", "bert", "t5", "mixtral", "conv", "llama-dynamic-offload",
+         "conv-dynamic-offload-all"])
+def test_zoo_under_the_cuda_graph_executor(stand_in_graphs, family, ckpt, dynamic, options):
     """The same families through the CUDA-graph executor's bookkeeping (staging, outputs
     rebuilt over each alias, pool outputs copied out), with test_graph_executor_cpu's
     stand-in for the graph: every slot warms, captures and replays its own shape."""
     model, xs = zoo.build(family, ckpt), zoo.inputs(family) * 2
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        ours = zoo.train(model, "fxslots", xs, dynamic=False, options={"slots": 4})
+        ours = zoo.train(model, "fxslots", xs, dynamic=dynamic, options={"slots": 4, **options})
     captures = fxslots.counters["captures"]
-    ref = zoo.train(model, "aot_eager", xs, dynamic=False)
+    ref = zoo.train(model, "aot_eager", xs, dynamic=dynamic)
     assert ours.fallbacks == [] and not [w for w in caught if "fxslots:" in str(w.message)]
     assert captures > 0 and _StandInGraph.replays > 0
     zoo.assert_bitwise(ours, ref)
