@@ -30,6 +30,7 @@ from .passes import (
     unplaceable_reason,
     verify_forward,
 )
+from .capturable import uncapturable_reason
 from .costs import caps_for
 from .offloading import OffloadContext, choose_offload
 from .passes.offload import schedule_offload, schedule_reload
@@ -125,10 +126,9 @@ class _Compiler:
                                                   f"{len(s.groups)} storage groups")
         device = _device_of(saved, example_inputs)
         graphs = _use_graphs(device, self.options)
-        if graphs and (why := _uncapturable_reason(saved)) is not None:
+        if graphs and (why := uncapturable_reason(saved, fw, device, static)) is not None:
             graphs = False
-            run_uncaptured(f"graph {_torch.compile_id() or '?'} ({self.region.ring.name}): "
-                           f"{why}", self.options.strict)
+            self._run_uncaptured(why)
         binder = SymbolBinder(list(fw.graph.find_nodes(op="placeholder")))
         self.caps = caps_for(device, self.options.link_bandwidth)
         plan, reason = self._plan(fw, saved, static, graphs, binder)
@@ -198,6 +198,10 @@ class _Compiler:
             run = kernels.compile_graph(gm, example_inputs, what, self.options, **kw)
         return run or gm
 
+    def _run_uncaptured(self, why: str) -> None:
+        run_uncaptured(f"graph {_torch.compile_id() or '?'} ({self.region.ring.name}): {why}",
+                       self.options.strict)
+
     def _fall_back(self, fw, saved, before, reason, example_inputs) -> Callable[..., Any]:
         reason = f"graph {_torch.compile_id() or '?'} ({self.region.ring.name}): {reason}"
         fall_back(reason, self.options.strict)
@@ -227,6 +231,10 @@ class _Compiler:
             return boxed(lambda args: run(*args))
         variant.backward_graph = bw
         variant.backward_kernel = run if run is not bw else None
+        if isinstance(variant.executor, GraphExecutor) and (
+                why := uncapturable_reason(None, bw, variant.device)) is not None:
+            variant.executor.capturing = False  # before any backward ran: nothing captured
+            self._run_uncaptured(f"its backward: {why}")
         # By position, not name: a saved RNG state reaches the backward under another name.
         variant.saved_arg_index, _ = backward_slot_args(self.record.saved, variant.plan)
         variant.saved_backward_args = {t.output_index: t.backward_index
@@ -273,18 +281,6 @@ def _device_of(saved: SavedSet, example_inputs: Any) -> torch.device:
 
 def _use_graphs(device: torch.device, options: Options) -> bool:
     return device.type == "cuda" and options.cudagraphs is not False
-
-
-def _uncapturable_reason(saved: SavedSet) -> str | None:
-    """Why this forward's graphs cannot be CUDA graphs, or None."""
-    if saved.rng_states:
-        # A replay would hand backward the generator state read at capture, not this step's:
-        # the recomputed random op would draw other numbers than the forward did.
-        return (f"{saved.rng_states[0]} is the RNG state activation checkpointing saves to "
-                f"replay a random op in backward, host state a CUDA graph cannot read anew at "
-                f"each replay; move the random op (dropout) out of the checkpointed region to "
-                f"capture it")
-    return None
 
 
 def _plan_summary(plan: ArenaPlan) -> str:

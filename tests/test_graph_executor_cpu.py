@@ -267,6 +267,17 @@ def test_a_backward_that_cannot_replay_after_a_token_forward_rebuilds_the_views(
     assert captures[4] > captures[3], "the backward after the move was not captured again"
 
 
+def test_an_uncapturable_backward_runs_both_directions_uncaptured(stand_in_graphs, monkeypatch):
+    """A backward that cannot be a CUDA graph (capturable.py: a host tensor in it) turns its
+    variant's executor eager before anything runs: no capture in either direction, one
+    warning, gradients aot_eager's."""
+    monkeypatch.setattr(backend, "uncapturable_reason", lambda saved, gm, device, static=(): (
+        None if saved is not None else "node n (test) holds a cpu tensor"))
+    with pytest.warns(UserWarning, match="without CUDA graphs .*its backward: node n"):
+        _train_pair({}, 4)
+    assert fxslots.counters["captures"] == 0 and fxslots.counters["uncaptured_graphs"] == 1
+
+
 def test_debug_refuses_a_replay_into_a_slot_nobody_holds():
     """Debug mode checks, before each replay, that a live microbatch holds the slot the graph
     writes. Only a bug in fxslots can reach that state, so it is driven directly here."""

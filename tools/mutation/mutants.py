@@ -269,9 +269,15 @@ MUTANTS: tuple[Mutant, ...] = (
            "            tokens = self._tokens_ok(variant, cap)",
            "saved-tensor hooks see the saved views, never an arena token", "cpu",
            ("tests/test_graph_executor_cpu.py::test_saved_tensor_hooks_see_real_views",)),
+    Mutant("uncapturable-backward-captured", BACKEND,
+           "            variant.executor.capturing = False  # before any backward ran",
+           "            pass  # before any backward ran",
+           "a variant whose backward cannot be a CUDA graph runs uncaptured in both directions",
+           "cpu", ("tests/test_graph_executor_cpu.py::"
+                   "test_an_uncapturable_backward_runs_both_directions_uncaptured",)),
     Mutant("rng-state-captured", BACKEND,
-           "        if graphs and (why := _uncapturable_reason(saved)) is not None:",
-           "        if False and (why := _uncapturable_reason(saved)) is not None:",
+           "        if graphs and (why := uncapturable_reason(saved, fw, device, static)) is not None:",
+           "        if False and (why := uncapturable_reason(saved, fw, device, static)) is not None:",
            "a forward that saves a checkpointed op's RNG state is not captured as a CUDA graph "
            "(a replay would hand backward the state read at capture)", "cpu",
            ("tests/test_zoo.py::test_checkpointed_random_op_runs_without_cuda_graphs",)),

@@ -62,6 +62,9 @@ class GraphExecutor:
         mutated = mutated_placeholders(variant.forward_graph)
         self._mutated = {i for i, p in enumerate(placeholders) if p in mutated}
         self._tangents: list[int] | None = None
+        # False once a graph of the variant cannot be captured: every run is a first run,
+        # staged as a capture would be (the plan has placed the staged inputs in the slot).
+        self.capturing = True
         # Views of the staging buffer by (its generation, the staged shapes): built once.
         self._staging_views: dict[tuple, list[torch.Tensor]] = {}
         variant.ring.subscribe(self.slot_moved)
@@ -163,6 +166,8 @@ class GraphExecutor:
     def _first_runs(self, variant, slot, key, gargs, stage, nargs, aliases) -> Any:
         """Warm up (once per direction), else capture and replay; or run uncaptured."""
         gm = variant.runner(key.direction, key.accumulate)
+        if not self.capturing:
+            return gm(*gargs)
         if (key.direction, key.accumulate) not in self.warm or key in self.uncaptured:
             # Lazy initialisation (cuBLAS handles, autotuning; Inductor's kernels tune at their
             # first launch, so each graph warms up once) must not land in a capture.
