@@ -44,6 +44,8 @@ def child(spec: dict, row_path: str, log_path: str) -> None:
     row = {k: spec[k] for k in ("part", "model", "schedule", "case")}
     row.update(device=_device_name(spec["device"]), torch=torch.__version__, error=None,
                stage="start")
+    if spec["part"] in ("warmup", "compile"):
+        row["cold_caches"] = _cold_caches()
 
     def save() -> None:
         with open(row_path + ".tmp", "w") as fh:
@@ -61,6 +63,16 @@ def child(spec: dict, row_path: str, log_path: str) -> None:
     save()
     sys.stdout.flush()
     os._exit(0)  # skip interpreter teardown: CUDA graphs and pools die with the process
+
+
+def _cold_caches() -> str:
+    """Fresh, empty compile caches for this case: Inductor's FX graph and AOTAutograd caches
+    (under TORCHINDUCTOR_CACHE_DIR) and Triton's kernels persist on disk across processes, so
+    a reduce-overhead case after the speed part's would time cache hits, not compiles."""
+    root = tempfile.mkdtemp(prefix="fxslots-bench-cache-")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(root, "inductor")
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(root, "triton")
+    return root
 
 
 def _device_name(device: str) -> str:
