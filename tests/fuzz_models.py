@@ -476,10 +476,10 @@ def check_case(case: Case, device: str = "cpu", *, exact: bool | None = None,
 
 
 def may_fall_back(case: Case) -> bool:
-    """Whether a graph of ``case`` may run without slots. Only one draw may: strided_slice
-    under dynamic shapes saves ``h[:, ::2]``, whose symbolic stride (2*T*D over ceil(T/2) rows)
-    collect_saved cannot prove free of self-overlap, so it refuses to place it."""
-    return case.dynamic and "strided_slice" in case.ops
+    """Whether a graph of ``case`` may run without slots: none may. (strided_slice's saved
+    ``h[:, ::2]`` used to fall back under dynamic shapes and at odd T: its disjointness was
+    judged by stride x size, not by its span.)"""
+    return False
 
 
 def assert_slots_used(case: Case, records: list[Any], warned: list[str]) -> None:

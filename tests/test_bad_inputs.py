@@ -585,6 +585,37 @@ class Unfolds(nn.Module):
         return (u * u.exp()).sum(-1)
 
 
+class StridedSlice(nn.Module):
+    """Saves ``h[:, ::2]`` of a (B, 3, 8) activation: shape (B, 2, 8), strides (24, 16, 1), rows
+    that end exactly where the next begins. No overlap, so it takes a slot (it fell back once,
+    when disjointness was judged by stride x size instead of the span)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.a = nn.Linear(8, 24)
+
+    def forward(self, x):
+        s = (self.a(x) * 2).view(x.shape[0], 3, 8)[:, ::2]
+        return (torch.tanh(s) * s).sum(-1)
+
+
+def test_strided_slice_takes_a_slot():
+    model, ref = StridedSlice(), StridedSlice()
+    c = compiled(model, slots=2)
+    c_ref = torch.compile(ref, backend="aot_eager")
+    xs = [batch(seed=i) for i in range(2)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for f in (c, c_ref):
+            outs = [f(x) for x in xs]
+            for o in outs:
+                o.sum().backward()
+    assert not [w for w in caught if str(w.message).startswith("fxslots")]
+    assert fxslots.counters["fallbacks"] == 0 and rings()
+    assert_same_grads(model, ref)
+
+
 def test_fallback_graph_still_trains():
     """A graph fxslots cannot place (a self-overlapping saved view) falls back with one warning
     naming the tensor and the setting, takes no slot, and its gradients are aot_eager's."""

@@ -142,6 +142,19 @@ def test_self_overlapping_tensor_is_refused_with_a_reason():
     assert "overlaps itself" in unplaceable_reason(saved)
 
 
+@pytest.mark.parametrize("shape,stride,expected", [
+    ((4, 2, 8), (24, 16, 1), (False, False)),  # h[:, ::2] of (4, 3, 8): rows end where the next begin
+    ((4, 8), (8, 1), (True, False)),
+    ((3, 4), (1, 3), (True, False)),  # a transpose is dense
+    ((4, 8), (4, 1), (False, True)),  # windows of 8 every 4 (unfold)
+    ((4, 3), (2, 1), (False, True)),
+], ids=["strided-slice", "contiguous", "transposed", "unfold", "overlapping-rows"])
+def test_layout_judges_disjointness_by_span(shape, stride, expected):
+    from fxslots.passes.collect import _layout
+
+    assert _layout(torch.empty_strided(shape, stride)) == expected
+
+
 def test_plan_invariants_are_checked():
     a = tensor("a", [4], group=0)
     with pytest.raises(AssertionError, match="exactly one group"):

@@ -193,15 +193,17 @@ def _layout(v: torch.Tensor) -> tuple[bool, bool]:
     if any(s == 0 for _, s in dims):
         return True, False
     expanded = any(st == 0 for st, _ in dims)
-    reach = 1
+    reach = 1  # one past the largest offset the dims so far reach
     overlapping = False
     dense = not expanded
     for st, s in (d for d in dims if d[0] != 0):
-        if st < reach:
+        if st < reach:  # sufficient for disjointness, not necessary: doubt falls back
             overlapping = True
         if st != reach:
             dense = False
-        reach = max(reach, st * s)
+        # The span, not stride x size: h[:, ::2] of a (4, 3, 8) tensor is shape (4, 2, 8),
+        # strides (24, 16, 1), and its rows end at 16 + 8 = 24, where the next one starts.
+        reach += st * (s - 1)
     return dense and not overlapping, overlapping
 
 
