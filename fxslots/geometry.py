@@ -94,14 +94,24 @@ def evaluate(e: Number, env: Mapping[sympy.Symbol, int]) -> int:
 Ranges = Mapping[sympy.Symbol, tuple[int, "int | None"]]
 
 
+_NEIGHBOURED = ("low", "low+1", "mid", "mid+1", "high-1", "high")
+
+
 def _point(lo: int, hi: int | None, point: str, unbounded: int | None) -> int | None:
     lo = max(lo, _LOWEST_SYMBOL_VALUE)
     top = hi if hi is not None else (None if unbounded is None else max(lo, unbounded))
-    if point == "low":
-        return lo
-    if point == "mid":
-        return lo + 7 if top is None else min(top, lo + 7)
-    return top
+    base, _, step = point.partition("+") if "+" in point else point.partition("-")
+    delta = int(step or 0) * (-1 if "-" in point else 1)
+    if base == "low":
+        value = lo
+    elif base == "mid":
+        value = lo + 7 if top is None else min(top, lo + 7)
+    else:
+        value = top
+    if value is None:
+        return None
+    value += delta
+    return min(max(value, lo), top) if top is not None else max(value, lo)
 
 
 def symbol_values(ranges: Ranges, symbols: Iterable[sympy.Symbol] | None = None, *,
@@ -122,6 +132,27 @@ def symbol_values(ranges: Ranges, symbols: Iterable[sympy.Symbol] | None = None,
         choices.append([(s, v) for v in sorted(values)])
     for combo in itertools.islice(itertools.product(*choices), limit):
         yield dict(combo)
+
+
+def guarded_symbol_values(ranges: Ranges, symbols: Iterable[sympy.Symbol],
+                          guards: Sequence[sympy.Basic], limit: int = 64) -> Iterator[dict]:
+    """``symbol_values``' samples, each point and the value above it, kept where Dynamo's
+    ``guards`` hold: a graph that split a size in two never runs at an odd one, and checking it
+    there fails for nothing. When no sample satisfies them, the unfiltered samples."""
+    syms = set(symbols)
+    guards = [g for g in guards if g.free_symbols <= syms]
+    if not guards:
+        yield from symbol_values(ranges, syms, limit=limit)
+        return
+    found = 0
+    for env in symbol_values(ranges, syms, limit=limit * 8, points=_NEIGHBOURED):
+        if all(bool(g.xreplace({k: sympy.Integer(v) for k, v in env.items()})) for g in guards):
+            found += 1
+            yield env
+            if found == limit:
+                return
+    if not found:
+        yield from symbol_values(ranges, syms, limit=limit)
 
 
 def upper_bound(e: Number, ranges: Ranges) -> int | None:

@@ -176,6 +176,8 @@ class SavedSet:
     # Saved values that take no part in planning and reach the backward untouched, as
     # (forward node, what it is): RNG states of checkpointed random ops, symbolic ints.
     passthrough: tuple[tuple[str, str], ...] = ()
+    # Dynamo's guards over these symbols: sizes the graph never runs at fail one of them.
+    symbol_guards: tuple[sympy.Basic, ...] = ()
 
     @property
     def rng_states(self) -> tuple[str, ...]:

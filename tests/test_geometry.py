@@ -57,3 +57,18 @@ def test_same_value_when_a_shared_symbol_cancels():
     assert g.same_value(sympy.Max(1, s0) * 4 + t, 4 * s0 + t, {s0: (2, None)})
     assert not g.same_value(sympy.floor(s0 / 2) * 2 + t, s0 + t, {s0: (2, None)})
     assert g.evaluate(s0 * s1, {s0: 3, s1: 5}) == 15
+
+
+def test_guarded_samples_keep_to_the_shapes_dynamo_allows():
+    even = [sympy.Eq(sympy.Mod(s0, 2), 0)]
+    samples = list(g.guarded_symbol_values({s0: (2, None)}, {s0}, even))
+    assert samples and all(e[s0] % 2 == 0 for e in samples), samples
+    assert {e[s0] for e in samples} > {2}  # more than the lower bound survives
+    # a guard on another symbol is not this sample's business
+    t = sympy.Symbol("t", integer=True, positive=True)
+    assert list(g.guarded_symbol_values({s0: (2, 4)}, {s0}, [sympy.Eq(sympy.Mod(t, 2), 0)])) \
+        == list(g.symbol_values({s0: (2, 4)}, {s0}))
+    # nothing satisfies it: the plain samples, so a check never silently checks nothing
+    never = [sympy.Eq(sympy.Mod(s0, 1000), 999)]
+    assert list(g.guarded_symbol_values({s0: (2, 8)}, {s0}, never)) == \
+        list(g.symbol_values({s0: (2, 8)}, {s0}))

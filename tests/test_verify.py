@@ -145,3 +145,16 @@ def test_overlapping_offloaded_groups_are_refused(monkeypatch):
     _with_plan(monkeypatch, corrupt)
     _refused("overlap in the host arena (offloaded groups)", dynamic=True,
              offload="all")
+
+
+def test_verify_checks_only_shapes_dynamo_allows():
+    """``view(b, t, 2, d // 2)`` under dynamic shapes makes Dynamo guard d even. The saved
+    transposed view (copied: copy_free=False) does not fit its group at odd d, which never runs;
+    verify sampled d = 9 and refused the plan (a silent fallback, found by the large fuzz
+    profile). It samples only where the guards hold now."""
+    from tests.fuzz_models import Case, check_case
+
+    check_case(Case(ops=("view_heads",), shapes=((1, 2),), schedules=((("F", 0, 0), ("D", 0),
+                    ("Z",)),), slots=1, dynamic=True, mutate_input=True, two_outputs=False,
+                    options=(("copy_free", False), ("alignment", 16), ("partitioner", "default"),
+                             ("recompute", "pointwise")), seed=0))

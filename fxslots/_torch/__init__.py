@@ -32,6 +32,7 @@ __all__ = [
     "current_frame_id",
     "end_allocate_to_pool",
     "keep_graph",
+    "symbol_guards",
     "saved_tensors_watched",
     "storage_alias",
     "shape_env_of",
@@ -93,14 +94,6 @@ def has_device_kernel(qualname: str, device_type: str) -> bool:
     as CompositeExplicitAutograd: they run the functional kernel and then copy into ``out``."""
     key = {"cpu": "CPU", "cuda": "CUDA"}.get(device_type, device_type.upper())
     return bool(torch._C._dispatch_has_kernel_for_dispatch_key(qualname, key))
-
-
-def symbol_range(shape_env: Any, symbol: Any) -> tuple[int, int | None]:
-    """(lowest, highest or None) the ShapeEnv allows ``symbol``."""
-    r = shape_env.var_to_range.get(symbol)
-    lo = int(r.lower) if r is not None and r.lower.is_Integer else 0
-    hi = int(r.upper) if r is not None and r.upper.is_Integer else None
-    return lo, hi
 
 
 def saves_rng_state(node: Any) -> bool:
@@ -286,6 +279,7 @@ def declare_no_donated_buffers() -> None:
 
 
 from .autograd import keep_graph, saved_tensors_watched  # noqa: E402
+from .shapes import symbol_guards, symbol_range  # noqa: E402
 from .inductor import (  # noqa: E402 - below the helpers they use
     inductor_compile,
     inductor_decompositions,

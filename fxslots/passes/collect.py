@@ -43,11 +43,11 @@ def collect_saved(
         keys.setdefault(_torch.storage_key(_tensor_val(n)), len(keys))
     saved = [_saved_tensor(n, keys[_torch.storage_key(_tensor_val(n))], out_i, bw_i)
              for out_i, n, bw_i in tensors]
-    ranges = _symbol_ranges([n for _, n, _ in tensors])
+    ranges, guards = _symbol_ranges([n for _, n, _ in tensors])
     user_visible = {_torch.storage_key(v) for n in outputs[:num_fwd_outputs]
                     if (v := _tensor_val(n)) is not None}
     groups = _groups(fw, saved, keys, static_input_indices, user_visible, ranges)
-    return SavedSet(tuple(saved), tuple(groups), ranges, tuple(passthrough))
+    return SavedSet(tuple(saved), tuple(groups), ranges, tuple(passthrough), guards)
 
 
 def _groups(fw, saved: list[SavedTensor], keys: dict[Any, int], static_input_indices,
@@ -232,13 +232,17 @@ def _root(producer: fx.Node, ranges) -> Root | None:
     )
 
 
-def _symbol_ranges(nodes: list[fx.Node]) -> dict[sympy.Symbol, tuple[int, int | None]]:
+def _symbol_ranges(nodes: list[fx.Node]) -> tuple[dict[sympy.Symbol, tuple[int, int | None]],
+                                                   tuple[sympy.Basic, ...]]:
+    """Each shape symbol's range, and Dynamo's guards that involve only these symbols."""
     vals = [_tensor_val(n) for n in nodes]
     env = _torch.shape_env_of(vals)
     if env is None:
-        return {}
+        return {}, ()
     syms = set()
     for v in vals:
         for x in (*v.shape, *v.stride(), v.storage_offset()):
             syms |= expr(x).free_symbols
-    return {s: _torch.symbol_range(env, s) for s in sorted(syms, key=str)}
+    guards = tuple(g for g in _torch.symbol_guards(env)
+                   if g.free_symbols and g.free_symbols <= syms)
+    return {s: _torch.symbol_range(env, s) for s in sorted(syms, key=str)}, guards

@@ -16,7 +16,7 @@ import torch
 import torch.fx as fx
 
 from .. import _torch
-from ..geometry import evaluate, itemsize, span_elements, symbol_values
+from ..geometry import evaluate, guarded_symbol_values, itemsize, span_elements
 from ..schemas import ArenaPlan, SavedSet, Write
 from ..schemas import SLOT_META
 
@@ -102,7 +102,7 @@ def _check_bytes(plan: ArenaPlan, saved: SavedSet) -> int:
     free |= set().union(*(e.free_symbols for t in saved.tensors
                           for e in (*t.shape, *t.stride, t.storage_offset)))
     n = 0
-    for env in symbol_values(saved.symbol_ranges, free):
+    for env in guarded_symbol_values(saved.symbol_ranges, free, saved.symbol_guards):
         ev = _Evaluator(env)
         spans = sorted([(ev(p.offset), ev(p.nbytes), p.group)
                         for p in plan.placements if p.write.owns_bytes] + [

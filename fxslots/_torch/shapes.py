@@ -1,0 +1,19 @@
+"""The ShapeEnv's view of shape symbols (part of fxslots._torch)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def symbol_guards(shape_env: Any) -> tuple[Any, ...]:
+    """The boolean sympy expressions Dynamo guarded on (``Eq(Mod(s53, 2), 0)`` when a size was
+    split in two): every shape the graph will run at satisfies them."""
+    return tuple(g.expr for g in getattr(shape_env, "guards", ()))
+
+
+def symbol_range(shape_env: Any, symbol: Any) -> tuple[int, int | None]:
+    """(lowest, highest or None) the ShapeEnv allows ``symbol``."""
+    r = shape_env.var_to_range.get(symbol)
+    lo = int(r.lower) if r is not None and r.lower.is_Integer else 0
+    hi = int(r.upper) if r is not None and r.upper.is_Integer else None
+    return lo, hi
