@@ -7,6 +7,9 @@ What lives here:
 - ``regions``: every compiled region (a slot ring and what its variants share), held *weakly*.
   A region lives while a compiled variant of it does (Dynamo's code cache holds those).
 - ``preparing``: how deep inside ``fxslots.prepare`` this process is.
+- ``accumulators``: per parameter (weakly), the regions whose backward graphs may add into its
+  ``.grad``; ``accumulators_shared`` counts parameters that two regions feed (those take
+  autograd's path, which sums the regions' contributions before adding them).
 - ``pools``: per CUDA device, the shared graph pool that the region's graphs are captured into;
   a pool lives while a graph captured in it does, then its handle is never used again.
 
@@ -34,6 +37,10 @@ recorders: list[list[Any]] = []
 regions: "weakref.WeakValueDictionary[Any, Freeable]" = weakref.WeakValueDictionary()
 pools: dict[int, Freeable] = {}
 preparing = 0  # > 0 inside fxslots.prepare: captures there are expected, not news
+# id(parameter) -> (a weak reference to it, ids of the regions). Not a WeakKeyDictionary:
+# it compares keys with ==, which a tensor answers elementwise.
+accumulators: dict[int, tuple[Any, set[int]]] = {}
+accumulators_shared = 0
 
 
 def record(item: Any) -> Any:
@@ -52,3 +59,4 @@ def reset() -> None:
         pool.free()
     pools.clear()
     counters.clear()
+    accumulators.clear()

@@ -13,7 +13,7 @@ from typing import Any, Callable, Protocol
 
 import torch
 
-from .. import _torch
+from .. import _torch, state
 from ..schemas import ArenaPlan
 from .layout import SymbolBinder, ViewLayout, layout_of, slot_views
 from .region import Region
@@ -65,6 +65,8 @@ class Variant:
     accumulate: Accumulate | None = None
     layouts: dict[tuple, ViewLayout] = field(default_factory=dict)
     _params: dict[int, tuple] = field(default_factory=dict)  # per slot: its forward's params
+    _noted: bool = False  # its parameters are in state.accumulators
+    _shared: tuple[int, bool] = (-1, False)  # (state.accumulators_shared, a parameter is shared)
     # kernels="inductor": Inductor's compiled graphs; the GraphModules above stay for analysis,
     # printing, and as what runs when Inductor could not compile one.
     forward_kernel: Callable[..., Any] | None = None
@@ -100,6 +102,8 @@ class Variant:
         slot.layout, slot.saved_outs = lay, None
         if self.accumulate is not None:  # weakly: a dropped microbatch must not keep a model
             self._params[slot.index] = tuple(weakref.ref(args[i]) for i in self.accumulate.indices)
+            if not self._noted:
+                self._note_accumulator(args)
         try:
             out = self.executor.forward(self, slot, args, lay, (alias, host_alias))
             del alias, host_alias
@@ -119,11 +123,37 @@ class Variant:
                 self.ring.release(slot)
 
 
+    def _note_accumulator(self, args: list[Any]) -> None:
+        """Record that this region's backward may add into these parameters' ``.grad`` (once
+        per variant, at its first forward: every region's first forward comes before a step's
+        backwards)."""
+        self._noted = True
+        for i in self.accumulate.indices:
+            p = args[i]
+            ref, regions = state.accumulators.get(id(p), (None, None))
+            if ref is None or ref() is not p:  # new, or an id reused after a parameter died
+                ref, regions = weakref.ref(p), set()
+                state.accumulators[id(p)] = (ref, regions)
+            regions.add(id(self.region))
+            if len(regions) == 2:
+                state.accumulators_shared += 1
+
+    def _feeds_a_shared_parameter(self, refs: tuple) -> bool:
+        """Whether another region also adds into one of these parameters: autograd sums both
+        contributions and then adds once; two in-graph adds would round differently."""
+        if self._shared[0] != state.accumulators_shared:
+            entries = [state.accumulators.get(id(r())) for r in refs if r() is not None]
+            shared = any(e is not None and e[0]() is not None and len(e[1]) > 1 for e in entries)
+            self._shared = (state.accumulators_shared, shared)
+        return self._shared[1]
+
     def _grad_buffers(self, slot: Slot | None) -> list[torch.Tensor] | None:
         """The ``.grad`` buffers this backward can add into itself, or None when autograd must
-        do it: a buffer is missing or of another layout, a hook watches a parameter, or this
-        backward records a graph (create_graph=True)."""
+        do it: a buffer is missing or of another layout, a hook watches a parameter, another
+        region feeds one too, or this backward records a graph (create_graph=True)."""
         if self.accumulate is None or slot is None or torch.is_grad_enabled():
+            return None
+        if self._feeds_a_shared_parameter(self._params.get(slot.index, ())):
             return None
         grads = []
         for ref in self._params.get(slot.index, ()):

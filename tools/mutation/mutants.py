@@ -299,6 +299,12 @@ MUTANTS: tuple[Mutant, ...] = (
            "and not grad.requires_grad",
            "a parameter with a hook gets its gradient through autograd, where the hook sees it",
            "cpu", ("tests/test_accumulate.py::test_hooks_take_the_plain_backward",)),
+    Mutant("shared-parameter-accumulated-in-graph", VARIANT,
+           "        if self._feeds_a_shared_parameter(self._params.get(slot.index, ())):",
+           "        if False:",
+           "a parameter two regions feed is accumulated by autograd (sum, then one add)", "cpu",
+           ("tests/test_accumulate.py::"
+            "test_a_parameter_two_regions_feed_is_accumulated_by_autograd",)),
     Mutant("accumulated-gradients-also-returned", "fxslots/passes/accumulate.py",
            "    for i in outputs:\n        outs[i] = None",
            "    for i in outputs:\n        pass",
