@@ -1,4 +1,5 @@
-"""The one place a graph that cannot use slots falls back: warn (or raise), and count it."""
+"""The one place a graph falls back (to no slots, or to no CUDA graphs): warn (or raise), and
+count it."""
 
 from __future__ import annotations
 
@@ -10,18 +11,19 @@ from .errors import UnsupportedGraphError
 
 def fall_back(reason: str, strict: bool) -> None:
     """Report that a graph runs without slots because of ``reason``; raises in strict mode."""
-    state.counters["fallbacks"] += 1
-    msg = f"fxslots: this graph runs without slots: {reason}"
-    if strict:
-        raise UnsupportedGraphError(msg + " (strict=True)")
-    warnings.warn(msg + " (set strict=True to make this an error)", stacklevel=3)
+    _report("fallbacks", f"fxslots: this graph runs without slots: {reason}", strict)
 
 
 def run_uncaptured(reason: str, strict: bool) -> None:
     """Report that a graph keeps its slots but runs without CUDA graphs because of ``reason``;
     raises in strict mode."""
-    state.counters["uncaptured_graphs"] += 1
-    msg = f"fxslots: this graph runs without CUDA graphs (its slots stay): {reason}"
+    _report("uncaptured_graphs",
+            f"fxslots: this graph runs without CUDA graphs (its slots stay): {reason}", strict)
+
+
+def _report(counter: str, msg: str, strict: bool) -> None:
+    state.counters[counter] += 1
     if strict:
         raise UnsupportedGraphError(msg + " (strict=True)")
-    warnings.warn(msg + " (set strict=True to make this an error)", stacklevel=3)
+    # 4: the frame fall_back's warning has always named, past this helper's own.
+    warnings.warn(msg + " (set strict=True to make this an error)", stacklevel=4)

@@ -94,24 +94,27 @@ def evaluate(e: Number, env: Mapping[sympy.Symbol, int]) -> int:
 Ranges = Mapping[sympy.Symbol, tuple[int, "int | None"]]
 
 
+# Each point and its neighbour inward: one of two sizes survives a guard such as "even".
 _NEIGHBOURED = ("low", "low+1", "mid", "mid+1", "high-1", "high")
+_NEIGHBOURS = {"low+1": ("low", 1), "mid+1": ("mid", 1), "high-1": ("high", -1)}
 
 
 def _point(lo: int, hi: int | None, point: str, unbounded: int | None) -> int | None:
     lo = max(lo, _LOWEST_SYMBOL_VALUE)
     top = hi if hi is not None else (None if unbounded is None else max(lo, unbounded))
-    base, _, step = point.partition("+") if "+" in point else point.partition("-")
-    delta = int(step or 0) * (-1 if "-" in point else 1)
-    if base == "low":
+    point, step = _NEIGHBOURS.get(point, (point, 0))
+    if point == "low":
         value = lo
-    elif base == "mid":
+    elif point == "mid":
         value = lo + 7 if top is None else min(top, lo + 7)
+    elif top is None:
+        return None
     else:
         value = top
-    if value is None:
-        return None
-    value += delta
-    return min(max(value, lo), top) if top is not None else max(value, lo)
+    if not step:
+        return value
+    value = max(value + step, lo)  # a neighbour stays inside the range
+    return value if top is None else min(value, top)
 
 
 def symbol_values(ranges: Ranges, symbols: Iterable[sympy.Symbol] | None = None, *,
@@ -146,7 +149,10 @@ def guarded_symbol_values(ranges: Ranges, symbols: Iterable[sympy.Symbol],
         return
     found = 0
     for env in symbol_values(ranges, syms, limit=limit * 8, points=_NEIGHBOURED):
-        if all(bool(g.xreplace({k: sympy.Integer(v) for k, v in env.items()})) for g in guards):
+        values = {k: sympy.Integer(v) for k, v in env.items()}
+        # Only a guard that evaluates to false rules a sample out: one sympy cannot decide
+        # (an opaque function of the sizes) does not.
+        if all(g.xreplace(values) is not sympy.false for g in guards):
             found += 1
             yield env
             if found == limit:

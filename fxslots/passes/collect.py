@@ -43,7 +43,7 @@ def collect_saved(
         keys.setdefault(_torch.storage_key(_tensor_val(n)), len(keys))
     saved = [_saved_tensor(n, keys[_torch.storage_key(_tensor_val(n))], out_i, bw_i)
              for out_i, n, bw_i in tensors]
-    ranges, guards = _symbol_ranges([n for _, n, _ in tensors])
+    ranges, guards = _shape_symbols([n for _, n, _ in tensors])
     user_visible = {_torch.storage_key(v) for n in outputs[:num_fwd_outputs]
                     if (v := _tensor_val(n)) is not None}
     groups = _groups(fw, saved, keys, static_input_indices, user_visible, ranges)
@@ -232,7 +232,7 @@ def _root(producer: fx.Node, ranges) -> Root | None:
     )
 
 
-def _symbol_ranges(nodes: list[fx.Node]) -> tuple[dict[sympy.Symbol, tuple[int, int | None]],
+def _shape_symbols(nodes: list[fx.Node]) -> tuple[dict[sympy.Symbol, tuple[int, int | None]],
                                                    tuple[sympy.Basic, ...]]:
     """Each shape symbol's range, and Dynamo's guards that involve only these symbols."""
     vals = [_tensor_val(n) for n in nodes]

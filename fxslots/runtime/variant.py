@@ -122,7 +122,6 @@ class Variant:
             if slot is not None and not _torch.keep_graph():
                 self.ring.release(slot)
 
-
     def _note_accumulator(self, args: list[Any]) -> None:
         """Record that this region's backward may add into these parameters' ``.grad`` (once
         per variant, at its first forward: every region's first forward comes before a step's
