@@ -116,6 +116,11 @@ def speed_cases(models: list[str], s: Settings, variants: list[dict]) -> list[di
     for model, schedule, backends in _speed_groups(models, s):
         if s.device != "cuda" and schedule == "sequential" and "eager" in backends:
             backends = (*backends, "aot_eager")  # the CPU stand-in for a compiled baseline
+        if (schedule == "sequential" and "inductor" not in backends
+                and any(v.get("kernels") == "inductor" for v in variants)):
+            # torch.compile's default beside kernels="inductor": the same fused kernels, so
+            # its step time and its bf16 gradient error against eager are the bar.
+            backends = (*backends, "inductor")
         for b in backends:
             k = slots_for(schedule, len(model_config(model, s.smoke)["seqs"]))
             out.append(case("speed", model, schedule, b, s,

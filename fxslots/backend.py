@@ -124,6 +124,10 @@ class _Compiler:
         saved = observe("collect_saved", collect_saved, fw, self.bw_module, self.num_fwd_outputs,
                         static, summary=lambda s: f"{len(s.tensors)} saved tensors in "
                                                   f"{len(s.groups)} storage groups")
+        # Several devices is a fallback without slots: decided before the capture check, which
+        # would otherwise announce that the slots stay.
+        if (reason := _device_reason(saved)) is not None:
+            return self._fall_back(fw, saved, before, reason, example_inputs)
         device = _device_of(saved, example_inputs)
         graphs = _use_graphs(device, self.options)
         if graphs and (why := uncapturable_reason(saved, fw, device, static)) is not None:
@@ -162,7 +166,7 @@ class _Compiler:
         return variant
 
     def _plan(self, fw, saved, static, graphs, binder) -> tuple[ArenaPlan | None, str | None]:
-        reason = unplaceable_reason(saved) or _device_reason(saved)
+        reason = unplaceable_reason(saved)
         if reason is not None:
             return None, reason
         staged = collect_inputs(fw, static) if graphs else ()

@@ -32,7 +32,7 @@ def _graph(inputs: dict[str, torch.Tensor], body) -> fx.GraphModule:
     for n in gm.graph.nodes:
         if n.op == "call_function":
             args = [a.meta["val"] if isinstance(a, fx.Node) else a for a in n.args]
-            n.meta["val"] = n.target(*args)
+            n.meta["val"] = n.target(*args, **n.kwargs)
     return gm
 
 
@@ -94,3 +94,31 @@ def test_getitem_of_a_device_op_is_fine(fake):
 
     gm = _graph({"x": torch.empty(4, 8, device=CUDA)}, body)
     assert uncapturable_reason(None, gm, CUDA) is None
+
+
+def _where_scalar(g, n, scalar_of):
+    """``torch.where(x > 0, x, s)`` as decompositions trace it: a 0-dim CPU ``s`` from
+    ``scalar_of(g, n)``, a CUDA kernel reading it as an argument."""
+    s = scalar_of(g, n)
+    pos = g.call_function(torch.ops.aten.gt.Scalar, (n["x"], 0))
+    return g.call_function(torch.ops.aten.where.self, (pos, n["x"], s))
+
+
+def test_a_host_scalar_made_of_literals_is_fine(fake):
+    def literal(g, n):
+        s = g.call_function(torch.ops.aten.scalar_tensor.default, (0.5,),
+                            {"dtype": torch.float32, "device": torch.device("cpu")})
+        return g.call_function(torch.ops.aten.mul.Tensor, (s, 2.0))
+
+    gm = _graph({"x": torch.empty(4, device=CUDA)}, lambda g, n: _where_scalar(g, n, literal))
+    assert uncapturable_reason(None, gm, CUDA) is None
+
+
+def test_a_host_scalar_read_from_a_static_host_tensor_is_not(fake):
+    def read(g, n):
+        return g.call_function(torch.ops.aten.mul.Tensor, (n["b"], 2.0))
+
+    gm = _graph({"x": torch.empty(4, device=CUDA), "b": torch.empty(())},
+                lambda g, n: _where_scalar(g, n, read))
+    why = uncapturable_reason(None, gm, CUDA, static_input_indices=[1])
+    assert why is not None and "node b" in why, why

@@ -69,6 +69,30 @@ def test_auto_says_why_for_every_group():
     assert moved and all("auto:" in p.reason and "GB/s" in p.reason for p in moved)
 
 
+def test_a_measurement_inside_a_compile_uses_real_tensors():
+    """Backends run under the compile's FakeTensorMode: the host link timed there copied fake
+    tensors in no time, so ``offload="auto"`` took the link as unbounded and moved nearly every
+    byte (H200 run 15). ``costs.measured_link`` times inside ``_torch.real_tensors()``."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from fxslots import _torch
+
+    with FakeTensorMode():
+        assert _torch.is_fake(torch.empty(4))
+        with _torch.real_tensors():
+            real = torch.empty(4)
+        assert not _torch.is_fake(real)
+
+
+def test_an_impossible_link_measurement_falls_back_to_a_nominal_one(caplog):
+    from fxslots.costs import plausible_link
+
+    assert plausible_link(55e9) == 55e9
+    for bad in (0.0, 3e15, float("inf")):
+        assert 1e9 < plausible_link(bad) < 1e11
+    assert "no link reaches" in caplog.text and "link_bandwidth" in caplog.text
+
+
 def test_graphs_copy_on_side_streams_and_join_before_use():
     g = _plan(MLP(), (torch.randn(4, 16),), offload="all")
     fw, bw = g.variant.forward_graph.graph, g.variant.backward_graph.graph

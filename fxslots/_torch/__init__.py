@@ -58,6 +58,7 @@ __all__ = [
     "inductor_output_code",
     "inductor_falls_back",
     "tracing_fake_mode",
+    "real_tensors",
 ]
 
 
@@ -140,6 +141,14 @@ def storage_cdata(t: torch.Tensor) -> int:
     """The address of a tensor's storage object: what ``StorageWeakRef.cdata`` compares,
     without making a weak reference (this runs at every backward)."""
     return t.untyped_storage()._cdata
+
+
+def real_tensors() -> Any:
+    """A context where new tensors are real even inside a compile, whose FakeTensorMode is
+    active while backends run (a measurement made there would time no-op fake copies)."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    return unset_fake_temporarily()
 
 
 def is_fake(t: Any) -> bool:

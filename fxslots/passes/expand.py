@@ -20,8 +20,15 @@ from .._torch import op_schema
 aten = torch.ops.aten
 
 
+# Node meta: the (target, args, kwargs) an expanded node had, for lowerings that want the op
+# itself back (Inductor lowers ``embedding`` into the kernel that stores it, but takes no
+# ``index_select.out`` into a view of its input).
+EXPANDED_FROM = "fxslots_expanded_from"
+
+
 def expand(graph: fx.Graph, node: fx.Node, outs: dict[int, fx.Node]) -> int:
     """Rewrite ``node`` (an op in ``EXPANSIONS``) to write its saved outputs into ``outs``."""
+    node.meta[EXPANDED_FROM] = (node.target, node.args, dict(node.kwargs))
     with graph.inserting_before(node):
         return _EXPAND[node.target](graph, node, outs)
 

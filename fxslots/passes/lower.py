@@ -31,6 +31,7 @@ import torch.fx as fx
 from .. import _torch, ops, streams
 from ..schemas import SlotView
 from ..schemas import SLOT_META
+from .expand import EXPANDED_FROM
 
 aten = torch.ops.aten
 
@@ -52,7 +53,9 @@ def lower_forward(fw: fx.GraphModule, extern: Callable[[Any], bool],
         if node.op != "call_function":
             continue
         slot = node.kwargs.get("out")
-        if _slot_view(slot) is not None:
+        if _slot_view(slot) is None and (base := _viewed_slot(slot)) is not None:
+            _unexpand(graph, node, slot, base)
+        elif _slot_view(slot) is not None:
             functional = functional_of(node.target)
             if functional is None:
                 raise NotLowerable(f"no functional form of {node.target} ({node.name})")
@@ -109,6 +112,37 @@ def _slot_view(node: Any) -> SlotView | None:
         meta = node.meta.get(SLOT_META)
         return meta if isinstance(meta, SlotView) else None
     return None
+
+
+def _viewed_slot(node: Any) -> fx.Node | None:
+    """The slot placeholder ``node`` is a ``view`` of, or None."""
+    if isinstance(node, fx.Node) and node.target is aten.view.default:
+        return node.args[0] if _slot_view(node.args[0]) is not None else None
+    return None
+
+
+def _unexpand(graph: fx.Graph, node: fx.Node, out: fx.Node, slot: fx.Node) -> None:
+    """An expansion whose out= is a view of the slot (``embedding`` as ``index_select.out``):
+    the op it expanded, then ``copy_`` into the slot, which its readers read. Inductor then
+    stores the op's value into the slot from the kernel that computes it."""
+    original = node.meta.get(EXPANDED_FROM)
+    if original is None or len(_torch.op_schema(original[0]).returns) != 1:
+        raise NotLowerable(f"{node.name} ({node.target}) writes a view of slot {slot.name}")
+    expanded_args = node.all_input_nodes
+    # The meta is shared with the graph this one copies: its nodes are found here by name.
+    here = {n.name: n for n in graph.nodes}
+    target, args, kwargs = fx.node.map_arg(original, lambda a: here[a.name])
+    node.target, node.args, node.kwargs = target, args, kwargs
+    if tuple(node.meta["val"].shape) != tuple(slot.meta["val"].shape):
+        raise NotLowerable(f"{node.name} ({node.target}) does not have the shape of {slot.name}")
+    with graph.inserting_after(node):
+        copy = graph.call_function(aten.copy_.default, (slot, node))
+    copy.meta["val"] = slot.meta.get("val")
+    copy.meta[SLOT_META] = node.meta.get(SLOT_META)
+    slot.replace_all_uses_with(copy, delete_user_cb=lambda user: user not in (copy, out))
+    for dead in dict.fromkeys([out, *expanded_args]):  # the expansion's own view and index reshape
+        if not dead.users and dead.op == "call_function":
+            graph.erase_node(dead)
 
 
 def _to_into(graph: fx.Graph, node: fx.Node, slot: fx.Node) -> None:
