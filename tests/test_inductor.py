@@ -50,6 +50,8 @@ def _model(name):
     torch.manual_seed(0)
     if name == "embedding":  # H200 run 15: Inductor refused the expansion's index_select.out
         return _Embed(), [torch.randint(0, 50, (2, s)) for s in (4, 4, 6, 6)]
+    if name == "mlp-bf16":  # GELU's bf16 -> fp32 -> bf16 casts: a value the plan copies
+        return MLP(16, 32, 3).bfloat16(), [torch.randn(s, 16).bfloat16() for s in (4, 4, 6, 6)]
     if name == "mlp":
         return MLP(16, 32, 3), [torch.randn(s, 16) for s in (4, 4, 6, 6)]
     return Attention(16, 2), [torch.randn(2, s, 16) for s in (4, 4, 6, 6)]
@@ -71,7 +73,7 @@ def test_kernels_option_is_validated():
 
 
 @pytest.mark.parametrize("name,dynamic", [("mlp", False), ("mlp", True), ("attention", None),
-                                          ("embedding", None)])
+                                          ("embedding", None), ("mlp-bf16", None)])
 def test_matches_torch_compile_default_bitwise(name, dynamic):
     model, xs = _model(name)
     sched = _schedule()
@@ -80,8 +82,27 @@ def test_matches_torch_compile_default_bitwise(name, dynamic):
     assert fxslots.counters["inductor_fallbacks"] == 0
     assert_same(ours, run(model, "inductor", xs, sched, steps=2, set_to_none=False,
                           dynamic=dynamic))
+    tol = 2e-2 if name.endswith("bf16") else 1e-5  # fused kernels round bf16 once, eager often
     assert_same(ours, run(model, "eager", xs, sched, steps=2, set_to_none=False), exact=False,
-                atol=1e-5, rtol=1e-4)
+                atol=tol, rtol=max(tol, 1e-4))
+
+
+def test_a_value_the_plan_copies_is_stored_from_its_kernel(caplog):
+    """In bf16 Inductor's GELU ends in a cast to bf16, which has no out= form, so the plan
+    copies it into its slot. Its reader (the next matmul) then reads the slot, and the GELU
+    kernel stores its value there and nowhere else: no copy, and the audit reads bf16 C++
+    kernels' parameters (``at::BFloat16* out_ptr0``) right. (Before: 50% copy-free, as on the
+    H200 in run 15's launch-bound MLP, 51%.)"""
+    torch.manual_seed(0)
+    with caplog.at_level(logging.DEBUG, logger="fxslots.kernels"):
+        report = fxslots.explain(MLP(16, 32, 3).bfloat16(), torch.randn(4, 16).bfloat16(),
+                                 **INDUCTOR)
+    (g,) = report.graphs
+    assert g.plan.copied_bytes == 0 and g.plan.copy_free_bytes == g.plan.slot_bytes > 0
+    assert len(g.kernels) == 4 and all("in place" in f for f in g.kernels), g.kernels
+    gelu = [line for line in _code_of(caplog).splitlines()
+            if line.strip().startswith("cpp_fused_gelu") and "(slot_" in line]
+    assert len(gelu) == 2 and all(line.count(",") == 1 for line in gelu), gelu  # in, slot
 
 
 def test_kernels_write_saved_values_into_the_slots(caplog):
@@ -311,9 +332,9 @@ def test_cuda_inductor_matches_eager_in_bf16():
 
 
 @pytest.mark.cuda
-@pytest.mark.xfail(strict=True, reason="H200 run 14: Inductor's Triton code keeps a reduction "
-                   "result in its own buffer and copies it: 93.07% copy-free against ATen's "
-                   "93.45% on llama-tiny (issue 13's target missed; see the issue note)")
+@pytest.mark.xfail(strict=False, reason="H200 runs 14-15: 93.07% copy-free against ATen's 93.45% "
+                   "on llama-tiny; after run 15 a plan's copies are read from the slot and bf16 "
+                   "kernels are audited right, which may close the gap: unmeasured")
 def test_cuda_inductor_is_as_copy_free_as_aten():
     inductor = _copy_free_fraction(_llama_steps({"kernels": "inductor"}, steps=1)[0])
     fxslots.reset()

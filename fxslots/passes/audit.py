@@ -192,9 +192,18 @@ def _kernel_sources(code: str) -> dict[str, tuple[list[str], str]]:
         src = code[start + 3:end]
         sig = re.search(r"(?:\bkernel|def \w+)\s*\(([^)]*)\)", src)
         if sig is not None:
-            params = [re.findall(r"\w+", p.split(":")[0])[-1:] for p in sig.group(1).split(",")]
-            out[m.group(1)] = ([p[0] for p in params if p], src)
+            out[m.group(1)] = ([n for n in map(_param_name, sig.group(1).split(",")) if n], src)
     return out
+
+
+def _param_name(param: str) -> str | None:
+    """``in_ptr0`` of Triton's ``in_ptr0 : tl.tensor`` and of C++'s ``const at::BFloat16*
+    in_ptr0`` (whose ``::`` is no annotation: bf16 kernels were once read as writing nothing)."""
+    python = re.match(r"\s*(\w+)\s*:(?!:)", param)
+    if python is not None:
+        return python.group(1)
+    words = re.findall(r"\w+", param)
+    return words[-1] if words else None
 
 
 def _wrapper_lines(code: str) -> list[str]:

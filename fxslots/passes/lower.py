@@ -63,6 +63,8 @@ def lower_forward(fw: fx.GraphModule, extern: Callable[[Any], bool],
                 _to_into(graph, node, slot)
             else:
                 _to_copy(graph, node, slot, functional)
+        elif node.target is aten.copy_.default and _slot_view(node.args[0]) is not None:
+            _read_from_slot(graph, node)
     lower_streams(gm)
     return gm
 
@@ -143,6 +145,28 @@ def _unexpand(graph: fx.Graph, node: fx.Node, out: fx.Node, slot: fx.Node) -> No
     for dead in dict.fromkeys([out, *expanded_args]):  # the expansion's own view and index reshape
         if not dead.users and dead.op == "call_function":
             graph.erase_node(dead)
+
+
+def _read_from_slot(graph: fx.Graph, copy: fx.Node) -> None:
+    """A copy the plan chose (``copy_(slot, value)``; a dtype cast, say, has no out= form):
+    the value's later readers read the slot, so Inductor stores the value there from the
+    kernel that computes it and keeps no buffer of its own beside it. The graph's outputs keep
+    the value: a user output never aliases a slot."""
+    slot, value = copy.args[0], copy.args[1]
+    got, want = value.meta.get("val"), slot.meta.get("val")
+    if not (isinstance(got, torch.Tensor) and isinstance(want, torch.Tensor)
+            and got.dtype == want.dtype and _layout(got) == _layout(want)):
+        return  # a cast, or another layout: its readers keep the value (views of it assume it)
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    value.replace_all_uses_with(copy, delete_user_cb=lambda user: (
+        user is not copy and user.op != "output" and order[user] > order[copy]))
+
+
+def _layout(t: torch.Tensor) -> tuple:
+    """Sizes and strides as expressions: compared structurally, so no shape guard is added."""
+    def expr(x: Any) -> Any:
+        return _torch.sym_expr(x) if isinstance(x, torch.SymInt) else x
+    return tuple(map(expr, t.shape)), tuple(map(expr, t.stride()))
 
 
 def _to_into(graph: fx.Graph, node: fx.Node, slot: fx.Node) -> None:
