@@ -43,6 +43,19 @@ accumulators: dict[int, tuple[Any, set[int]]] = {}
 accumulators_shared = 0
 
 
+def accumulator_ref(param: Any) -> Any:
+    """A weak reference to ``param`` whose death drops its ``accumulators`` entry (a model
+    deleted between experiments leaves none behind)."""
+    key = id(param)
+
+    def forget(ref: Any) -> None:
+        entry = accumulators.get(key)
+        if entry is not None and entry[0] is ref:
+            del accumulators[key]
+
+    return weakref.ref(param, forget)
+
+
 def record(item: Any) -> Any:
     """Hand ``item`` (what one compile produced) to every open recording."""
     for r in recorders:

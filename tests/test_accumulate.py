@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import gc
 
 import pytest
 import torch
@@ -164,3 +165,8 @@ def test_a_parameter_two_regions_feed_is_accumulated_by_autograd():
             assert torch.equal(a.grad, b.grad), (step, (a.grad - b.grad).abs().max())
     assert len(fxslots.regions()) == 2
     assert fxslots.state.accumulators_shared >= 1
+    noted = [k for k in fxslots.state.accumulators if k in {id(p) for p in m.parameters()}]
+    assert noted
+    del c, m, a, b
+    gc.collect()
+    assert not set(noted) & set(fxslots.state.accumulators), "dead parameters kept their entries"

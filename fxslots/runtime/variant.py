@@ -131,7 +131,7 @@ class Variant:
             p = args[i]
             ref, regions = state.accumulators.get(id(p), (None, None))
             if ref is None or ref() is not p:  # new, or an id reused after a parameter died
-                ref, regions = weakref.ref(p), set()
+                ref, regions = state.accumulator_ref(p), set()
                 state.accumulators[id(p)] = (ref, regions)
             regions.add(id(self.region))
             if len(regions) == 2:
