@@ -62,14 +62,29 @@ def fxslots_backend(gm: fx.GraphModule, example_inputs: list[Any], *,
         return refusing(e)  # raised at the call, where `except fxslots.OptionsError` sees it
     state.counters["compiles"] += 1
     compiler = _Compiler(opts, region)
-    return _torch.aot_autograd(
-        fw_compiler=compiler.compile_forward,
-        bw_compiler=compiler.compile_backward,
-        inference_compiler=compiler.compile_inference,
-        partition_fn=compiler.partition,
-        keep_inference_input_mutations=True,
-        decompositions=kernels.decompositions(opts),
-    )(gm, example_inputs)
+    try:
+        return _torch.aot_autograd(
+            fw_compiler=compiler.compile_forward,
+            bw_compiler=compiler.compile_backward,
+            inference_compiler=compiler.compile_inference,
+            partition_fn=compiler.partition,
+            keep_inference_input_mutations=True,
+            decompositions=kernels.decompositions(opts),
+        )(gm, example_inputs)
+    except UnsupportedGraphError:  # strict=True: reported already
+        raise
+    except Exception as e:  # noqa: BLE001 - fxslots' tracing never stops the user's training
+        # A failure while tracing with fxslots' settings (Inductor's decompositions, say):
+        # the graph is traced again as aot_eager would, without slots. A failure of the
+        # user's own code raises again there, as it would without fxslots.
+        fall_back(f"graph {_torch.compile_id() or '?'}: tracing it failed: "
+                  f"{failure_reason(e)}", opts.strict)
+        return _torch.aot_autograd(fw_compiler=_run_as_traced, bw_compiler=_run_as_traced,
+                                   keep_inference_input_mutations=True)(gm, example_inputs)
+
+
+def _run_as_traced(gm: fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
+    return boxed(lambda args: gm(*args))
 
 
 class _Compiler:

@@ -95,3 +95,51 @@ def test_strict_turns_a_failing_pass_into_an_error(monkeypatch):
     while cause is not None and not isinstance(cause, fxslots.UnsupportedGraphError):
         cause = cause.__cause__ or getattr(cause, "inner_exception", None)
     assert isinstance(cause, fxslots.UnsupportedGraphError)
+
+
+def _failing_decompositions(options):
+    """A decomposition table whose GELU raises while AOTAutograd traces with it (as Inductor's
+    max_pool2d decomposition did when torch._inductor.lowering was not yet imported)."""
+    def broken(*args, **kwargs):
+        raise AttributeError("injected tracing failure")
+    return {torch.ops.aten.gelu.default: broken}
+
+
+def test_a_failure_while_tracing_falls_back_and_trains_as_aot_eager(monkeypatch):
+    from fxslots import kernels
+
+    monkeypatch.setattr(kernels, "decompositions", _failing_decompositions)
+    m = MLP(16, 32, 2)
+    inputs = [torch.randn(4, 16), torch.randn(4, 16)]
+    with pytest.warns(UserWarning) as caught:
+        ours = run(m, "fxslots", inputs, schedule_ffbb(2), options={"slots": 2})
+    (msg,) = {str(w.message) for w in caught if "fxslots" in str(w.message)}
+    assert "runs without slots: graph 0/0: tracing it failed" in msg, msg
+    assert "injected tracing failure" in msg
+    assert fxslots.counters["fallbacks"] == 1
+    assert_same(ours, run(m, "aot_eager", inputs, schedule_ffbb(2)), exact=True)
+    monkeypatch.undo()
+    strict = torch.compile(MLP(16, 32, 2), backend="fxslots", options={"strict": True})
+    monkeypatch.setattr(kernels, "decompositions", _failing_decompositions)
+    with pytest.raises(Exception, match="tracing it failed"):
+        strict(torch.randn(4, 16))
+
+
+def test_kernels_inductor_traces_a_conv_net_with_max_pool():
+    """Inductor's max_pool2d decomposition reads torch._inductor.lowering, which only
+    torch.compile's own backend used to import: a conv net with kernels="inductor" failed
+    to compile in a fresh process. (Run in one, since any Inductor compile imports it.)"""
+    import subprocess
+    import sys
+
+    code = ("import torch, fxslots\n"
+            "m = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), "
+            "torch.nn.MaxPool2d(2))\n"
+            "c = torch.compile(m, backend='fxslots', options={'kernels': 'inductor', "
+            "'strict': True})\n"
+            "x = torch.randn(2, 3, 8, 8)\n"
+            "c(x).sum().backward()\n"
+            "assert fxslots.counters['inductor_fallbacks'] == 0, fxslots.counters\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -12,6 +12,9 @@ import torch
 def inductor_decompositions() -> dict[Any, Callable[..., Any]]:
     """The decompositions ``torch.compile``'s default backend traces with (Inductor refuses,
     say, ``aten.gelu``: it has a decomposition, so no fallback)."""
+    # Some of these read torch._inductor.lowering (max_pool2d's asks whether to fall back),
+    # which torch.compile's default backend imports first and fxslots must too.
+    import torch._inductor.lowering  # noqa: F401
     from torch._inductor.decomposition import select_decomp_table
 
     return select_decomp_table()
@@ -36,7 +39,10 @@ def inductor_compile(gm: Any, example_inputs: list[Any], *, static_input_idxs: l
     from torch._inductor import compile_fx, config
     from torch._inductor.utils import BoxedBool
 
-    with config.patch({"triton.cudagraphs": False}):
+    # layout_optimization off: for a graph with convolutions Inductor would pick channels-last
+    # buffers for its values and return those for saved outputs, whose layout the slot views
+    # already fix (the backward, compiled for Inductor's layout, then refused the slot's).
+    with config.patch({"triton.cudagraphs": False, "layout_optimization": False}):
         return compile_fx.compile_fx_inner(
             gm, example_inputs, cudagraphs=BoxedBool(False),
             static_input_idxs=static_input_idxs, is_backward=is_backward,

@@ -316,6 +316,19 @@ MUTANTS: tuple[Mutant, ...] = (
            "                False and all(",
            "a 0-dim host value made of literals (where(c, x, 0.0)) does not stop a capture",
            "cpu", ("tests/test_capturable.py::test_a_host_scalar_made_of_literals_is_fine",)),
+    Mutant("inductor-layout-optimization-on", "fxslots/_torch/inductor.py",
+           '"triton.cudagraphs": False, "layout_optimization": False}',
+           '"triton.cudagraphs": False}',
+           "Inductor keeps the layouts the slots fix (no channels-last buffers for saved "
+           "values of a conv net)", "cpu",
+           ("tests/test_inductor.py::test_matches_torch_compile_default_bitwise",)),
+    Mutant("tracing-failure-crashes", BACKEND,
+           "    except Exception as e:  # noqa: BLE001 - fxslots' tracing never stops the user's "
+           "training\n",
+           "    except ZeroDivisionError as e:  # mutant\n",
+           "a failure while tracing with fxslots' settings falls back to a plain trace",
+           "cpu", ("tests/test_fallback.py::test_a_failure_while_tracing_falls_back_and_trains_"
+                   "as_aot_eager",)),
     # ------------------------------------------------------------ gradient accumulation
     Mutant("accumulate-despite-hooks", "fxslots/_torch/__init__.py",
            "and not grad.requires_grad and not param._backward_hooks",
