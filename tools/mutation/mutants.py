@@ -322,6 +322,13 @@ MUTANTS: tuple[Mutant, ...] = (
            "Inductor keeps the layouts the slots fix (no channels-last buffers for saved "
            "values of a conv net)", "cpu",
            ("tests/test_inductor.py::test_matches_torch_compile_default_bitwise",)),
+    Mutant("custom-out-variant-not-lowered", "fxslots/passes/lower.py",
+           "            if functional is None or extern(functional):",
+           "            if functional is not None and extern(functional):",
+           "an out-variant with no functional form (transformers' grouped MoE matmul) reaches "
+           "Inductor as an op that writes its slot", "cpu",
+           ("tests/test_zoo.py::test_mixtral_with_inductor_kernels_writes_its_grouped_matmul_"
+            "in_place",)),
     Mutant("tracing-failure-crashes", BACKEND,
            "    except Exception as e:  # noqa: BLE001 - fxslots' tracing never stops the user's "
            "training\n",
