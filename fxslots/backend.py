@@ -14,7 +14,7 @@ import torch.fx as fx
 
 from . import _torch, kernels, state
 from .errors import OptionsError, UnsupportedGraphError
-from .fallback import fall_back, run_uncaptured
+from .fallback import fall_back, run_uncaptured, trace_plainly
 from .options import Options, refusing
 from .passes import (
     annotate_backward,
@@ -71,20 +71,14 @@ def fxslots_backend(gm: fx.GraphModule, example_inputs: list[Any], *,
             keep_inference_input_mutations=True,
             decompositions=kernels.decompositions(opts),
         )(gm, example_inputs)
-    except UnsupportedGraphError:  # strict=True: reported already
-        raise
     except Exception as e:  # noqa: BLE001 - fxslots' tracing never stops the user's training
-        # A failure while tracing with fxslots' settings (Inductor's decompositions, say):
-        # the graph is traced again as aot_eager would, without slots. A failure of the
-        # user's own code raises again there, as it would without fxslots.
+        # Strict mode's own error, and Dynamo's signals (a restart), go on as they are.
+        if isinstance(e, UnsupportedGraphError) or _torch.is_dynamo_signal(e):
+            raise
+        # A failure of the user's own code raises again in the plain trace.
         fall_back(f"graph {_torch.compile_id() or '?'}: tracing it failed: "
                   f"{failure_reason(e)}", opts.strict)
-        return _torch.aot_autograd(fw_compiler=_run_as_traced, bw_compiler=_run_as_traced,
-                                   keep_inference_input_mutations=True)(gm, example_inputs)
-
-
-def _run_as_traced(gm: fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
-    return boxed(lambda args: gm(*args))
+        return trace_plainly(gm, example_inputs)
 
 
 class _Compiler:
@@ -139,9 +133,8 @@ class _Compiler:
         saved = observe("collect_saved", collect_saved, fw, self.bw_module, self.num_fwd_outputs,
                         static, summary=lambda s: f"{len(s.tensors)} saved tensors in "
                                                   f"{len(s.groups)} storage groups")
-        # Several devices is a fallback without slots: decided before the capture check, which
-        # would otherwise announce that the slots stay.
-        if (reason := _device_reason(saved)) is not None:
+        # Before the capture check, which would otherwise announce that the slots stay.
+        if (reason := unplaceable_reason(saved)) is not None:
             return self._fall_back(fw, saved, before, reason, example_inputs)
         device = _device_of(saved, example_inputs)
         graphs = _use_graphs(device, self.options)
@@ -181,9 +174,6 @@ class _Compiler:
         return variant
 
     def _plan(self, fw, saved, static, graphs, binder) -> tuple[ArenaPlan | None, str | None]:
-        reason = unplaceable_reason(saved)
-        if reason is not None:
-            return None, reason
         staged = collect_inputs(fw, static) if graphs else ()
         offload = {}
         if self.options.offload != "none":
@@ -280,13 +270,6 @@ def _accumulate(bw: fx.GraphModule, static: list[int], options: Options) -> Accu
     return Accumulate(params, observe("accumulate_grads", accumulate_grads, bw, list(params),
                                       summary=lambda g: f"{len(params)} gradients added in "
                                                         f"the graph when .grad exists"))
-
-
-def _device_reason(saved: SavedSet) -> str | None:
-    devices = {t.device for t in saved.tensors}
-    if len(devices) > 1:
-        return f"saved tensors live on several devices {sorted(devices)}"
-    return None
 
 
 def _device_of(saved: SavedSet, example_inputs: Any) -> torch.device:

@@ -4,8 +4,9 @@ count it."""
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
-from . import state
+from . import _torch, state
 from .errors import UnsupportedGraphError
 
 
@@ -27,3 +28,12 @@ def _report(counter: str, msg: str, strict: bool) -> None:
         raise UnsupportedGraphError(msg + " (strict=True)")
     # 4: the frame fall_back's warning has always named, past this helper's own.
     warnings.warn(msg + " (set strict=True to make this an error)", stacklevel=4)
+
+
+def trace_plainly(gm: Any, example_inputs: Any) -> Any:
+    """``gm`` compiled as aot_eager would: traced without fxslots' settings, run as traced."""
+    def as_traced(g: Any, _inputs: Any) -> Any:
+        return _torch.mark_boxed(lambda args: g(*args))
+
+    return _torch.aot_autograd(fw_compiler=as_traced, bw_compiler=as_traced,
+                               keep_inference_input_mutations=True)(gm, example_inputs)

@@ -59,6 +59,7 @@ __all__ = [
     "inductor_falls_back",
     "tracing_fake_mode",
     "real_tensors",
+    "is_dynamo_signal",
 ]
 
 
@@ -141,14 +142,6 @@ def storage_cdata(t: torch.Tensor) -> int:
     """The address of a tensor's storage object: what ``StorageWeakRef.cdata`` compares,
     without making a weak reference (this runs at every backward)."""
     return t.untyped_storage()._cdata
-
-
-def real_tensors() -> Any:
-    """A context where new tensors are real even inside a compile, whose FakeTensorMode is
-    active while backends run (a measurement made there would time no-op fake copies)."""
-    from torch._subclasses.fake_tensor import unset_fake_temporarily
-
-    return unset_fake_temporarily()
 
 
 def is_fake(t: Any) -> bool:
@@ -288,6 +281,7 @@ def declare_no_donated_buffers() -> None:
 
 
 from .autograd import keep_graph, saved_tensors_watched  # noqa: E402
+from .compiling import is_dynamo_signal, real_tensors  # noqa: E402
 from .shapes import symbol_guards, symbol_range  # noqa: E402
 from .inductor import (  # noqa: E402 - below the helpers they use
     inductor_compile,

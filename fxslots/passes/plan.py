@@ -35,6 +35,9 @@ def unplaceable_reason(saved: SavedSet) -> str | None:
         if t.overlapping:
             return (f"saved tensor {t.name} overlaps itself (stride {t.stride} over shape "
                     f"{t.shape}); fxslots cannot give it a slot layout")
+    devices = {t.device for t in saved.tensors}
+    if len(devices) > 1:
+        return f"saved tensors live on several devices {sorted(devices)}"
     return None
 
 
