@@ -24,6 +24,7 @@ from examples.models import MLP, Attention
 from fxslots.passes.audit import slot_writes
 from fxslots.schemas import Write
 from tests.helpers import assert_same, run, schedule_1f1b, schedule_ffbb
+from tests.zoo import ConvNet
 from tests.test_graph_executor_cpu import _StandInGraph, stand_in_graphs  # noqa: F401
 
 INDUCTOR = {"kernels": "inductor", "slots": 2}
@@ -46,23 +47,11 @@ class _Embed(nn.Module):
         return torch.tanh(self.lin(self.emb(tokens)))
 
 
-class _ConvBN(nn.Module):
-    """Conv, BatchNorm in train mode, ReLU, max-pool: Inductor's layout optimization would run
-    it channels-last and hand the backward its own buffers' layout, not the slots'."""
-
-    def __init__(self):
-        super().__init__()
-        self.body = nn.Sequential(nn.Conv2d(3, 8, 3, 1, 1, bias=False), nn.BatchNorm2d(8),
-                                  nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(8, 8, 3, 1, 1))
-
-    def forward(self, x):
-        return self.body(x).mean((2, 3))
-
-
 def _model(name):
     torch.manual_seed(0)
-    if name == "convbn":  # a backward found no slot holding its saved tensors (layouts)
-        return _ConvBN(), [torch.randn(2, 3, s, s) for s in (8, 8, 12, 12)]
+    if name == "convbn":  # a backward found no slot holding its saved tensors: Inductor's
+        # layout optimization ran the convolutions channels-last, not the slots' layout
+        return ConvNet(), [torch.randn(2, 3, s, s) for s in (16, 16, 20, 20)]
     if name == "embedding":  # H200 run 15: Inductor refused the expansion's index_select.out
         return _Embed(), [torch.randint(0, 50, (2, s)) for s in (4, 4, 6, 6)]
     if name == "mlp-bf16":  # GELU's bf16 -> fp32 -> bf16 casts: a value the plan copies

@@ -30,7 +30,7 @@ import torch.fx as fx
 
 from .. import _torch, ops, streams
 from ..schemas import SlotView
-from ..schemas import SLOT_META
+from ..schemas import SLOT_META, expr
 from .expand import EXPANDED_FROM
 
 aten = torch.ops.aten
@@ -64,7 +64,7 @@ def lower_forward(fw: fx.GraphModule, extern: Callable[[Any], bool],
             else:
                 _to_copy(graph, node, slot, functional)
         elif node.target is aten.copy_.default and _slot_view(node.args[0]) is not None:
-            _read_from_slot(graph, node)
+            _read_from_slot(node)
     lower_streams(gm)
     return gm
 
@@ -135,7 +135,7 @@ def _unexpand(graph: fx.Graph, node: fx.Node, out: fx.Node, slot: fx.Node) -> No
     here = {n.name: n for n in graph.nodes}
     target, args, kwargs = fx.node.map_arg(original, lambda a: here[a.name])
     node.target, node.args, node.kwargs = target, args, kwargs
-    if tuple(node.meta["val"].shape) != tuple(slot.meta["val"].shape):
+    if _layout(node.meta["val"])[0] != _layout(slot.meta["val"])[0]:
         raise NotLowerable(f"{node.name} ({node.target}) does not have the shape of {slot.name}")
     with graph.inserting_after(node):
         copy = graph.call_function(aten.copy_.default, (slot, node))
@@ -147,7 +147,7 @@ def _unexpand(graph: fx.Graph, node: fx.Node, out: fx.Node, slot: fx.Node) -> No
             graph.erase_node(dead)
 
 
-def _read_from_slot(graph: fx.Graph, copy: fx.Node) -> None:
+def _read_from_slot(copy: fx.Node) -> None:
     """A copy the plan chose (``copy_(slot, value)``; a dtype cast, say, has no out= form):
     the value's later readers read the slot, so Inductor stores the value there from the
     kernel that computes it and keeps no buffer of its own beside it. The graph's outputs keep
@@ -157,15 +157,17 @@ def _read_from_slot(graph: fx.Graph, copy: fx.Node) -> None:
     if not (isinstance(got, torch.Tensor) and isinstance(want, torch.Tensor)
             and got.dtype == want.dtype and _layout(got) == _layout(want)):
         return  # a cast, or another layout: its readers keep the value (views of it assume it)
-    order = {n: i for i, n in enumerate(graph.nodes)}
+    before = set()  # readers between the value and its copy keep the value
+    n = value.next
+    while n is not copy:
+        before.add(n)
+        n = n.next
     value.replace_all_uses_with(copy, delete_user_cb=lambda user: (
-        user is not copy and user.op != "output" and order[user] > order[copy]))
+        user is not copy and user.op != "output" and user not in before))
 
 
 def _layout(t: torch.Tensor) -> tuple:
     """Sizes and strides as expressions: compared structurally, so no shape guard is added."""
-    def expr(x: Any) -> Any:
-        return _torch.sym_expr(x) if isinstance(x, torch.SymInt) else x
     return tuple(map(expr, t.shape)), tuple(map(expr, t.stride()))
 
 

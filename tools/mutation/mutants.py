@@ -294,7 +294,7 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/test_inductor.py::test_kernels_write_saved_values_into_the_slots",
             "tests/test_inductor.py::test_matches_torch_compile_default_bitwise")),
     Mutant("inductor-plan-copy-read-from-value", "fxslots/passes/lower.py",
-           "            _read_from_slot(graph, node)\n",
+           "            _read_from_slot(node)\n",
            "            pass\n",
            "a value the plan copies into its slot is read from the slot, so its kernel stores "
            "it once", "cpu",
