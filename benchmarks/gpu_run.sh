@@ -13,7 +13,7 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 # Each file on its own, with a per-test limit, so one slow file cannot hide the others' results;
 # junit XML keeps every test's outcome and message.
-for f in tests/test_cuda.py tests/test_cuda_reliability.py tests/test_inductor.py; do
+for f in tests/test_cuda.py tests/test_cuda_reliability.py tests/test_inductor.py tests/test_deliver.py; do
   name=$(basename "$f" .py)
   FXSLOTS_FAILURES_FILE="$OUT/$name.failures" timeout "${2:-240}" python3 -m pytest -q -m cuda "$f" -p no:cacheprovider -o log_level=WARNING \
     --timeout 120 -rfE --tb=short --junitxml "$OUT/$name.xml" 2>&1 \

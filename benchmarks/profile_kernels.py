@@ -20,7 +20,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-CASES = ["eager", "aot_eager", "fxslots", "inductor"]
+CASES = ["eager", "aot_eager", "fxslots", "inductor"]  # and "fxslots+graphs"
 
 
 def run_case(case: str, size: str, batch: int, seqs: list[int], options: dict) -> dict:
@@ -39,8 +39,9 @@ def run_case(case: str, size: str, batch: int, seqs: list[int], options: dict) -
         f = torch.compile(m)
     elif case == "aot_eager":
         f = torch.compile(m, backend="aot_eager")
-    else:
-        f = torch.compile(m, backend="fxslots", options={"cudagraphs": False, **options})
+    else:  # "fxslots" runs without CUDA graphs, so each kernel has its op; "fxslots+graphs" with
+        graphs = {} if case == "fxslots+graphs" else {"cudagraphs": False}
+        f = torch.compile(m, backend="fxslots", options={**graphs, **options})
 
     def step(s):
         f(*data[s]).backward()
@@ -59,8 +60,9 @@ def run_case(case: str, size: str, batch: int, seqs: list[int], options: dict) -
     acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     with torch.profiler.profile(activities=acts) as prof:
         for _ in range(3):
-            step(seqs[-1])
-        torch.cuda.synchronize()
+            with torch.profiler.record_function("fxslots_profiled_step"):
+                step(seqs[-1])
+                torch.cuda.synchronize()
     ops = {}
     for e in prof.key_averages():
         dev = getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0)
@@ -71,9 +73,80 @@ def run_case(case: str, size: str, batch: int, seqs: list[int], options: dict) -
         dev = getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0)
         if dev and not e.key.startswith("aten::") and e.device_type.name == "CUDA":
             kernels[e.key[:90]] = {"us_per_step": dev / 3, "calls_per_step": e.count / 3}
-    return {"case": case, "ms_median": statistics.median(times),
+    families: dict[str, dict] = {}
+    for name, k in kernels.items():
+        f = families.setdefault(family(name), {"us_per_step": 0.0, "calls_per_step": 0.0})
+        f["us_per_step"] += k["us_per_step"]
+        f["calls_per_step"] += k["calls_per_step"]
+    return {"case": case, "families": families, "idle": idle_time(prof), "ms_median": statistics.median(times),
             "ms_spread": [min(times), max(times)], "ops": ops, "kernels": kernels,
             "peak_gib": torch.cuda.max_memory_allocated() / 2**30}
+
+
+# Kernel names differ between compiled graphs (Inductor numbers its kernels), so two backends are
+# compared by family first: what kind of work the device time went to.
+FAMILIES = [("copy", ("memcpy", "memset", "copy_", "direct_copy", "catarraybatched")),
+            ("gemm", ("gemm", "xmma", "cutlass", "sm90_", "nvjet", "cublas")),
+            ("attention", ("flash", "fmha", "attention", "efficient")),
+            ("reduction", ("reduce", "softmax", "norm")),
+            ("elementwise", ("elementwise", "vectorized", "unrolled"))]
+
+
+def family(kernel: str) -> str:
+    k = kernel.lower()
+    if k.startswith("triton_"):
+        return "triton " + k.split("_")[1]  # poi(ntwise), red(uction), per(sistent), tem(plate)
+    return next((f for f, keys in FAMILIES if any(w in k for w in keys)), "other")
+
+
+def idle_time(prof, top: int = 12) -> dict:
+    """Where the device waits within a profiled step: its busy time (the union of kernels,
+    copies and memsets) against the step's wall time, and the longest idle gaps, each with
+    the host calls under way while the device waited (what the device waited for)."""
+    # Kineto's events: name, device_type, start_ns and end_ns are methods.
+    events = [(e.name(), e.device_type().name, e.start_ns(), e.end_ns())
+              for e in prof.profiler.kineto_results.events() if e.duration_ns() > 0]
+    steps = [(t0, t1) for name, dev, t0, t1 in events
+             if name == "fxslots_profiled_step" and dev == "CPU"]
+    device = sorted((t0, t1, name) for name, dev, t0, t1 in events if dev == "CUDA")
+    host = [(t0, t1, name) for name, dev, t0, t1 in events
+            if dev == "CPU" and name != "fxslots_profiled_step"]
+    wall = busy = 0
+    gaps = []
+    for s0, s1 in steps:
+        wall += s1 - s0
+        cursor, prev = s0, "(step start)"
+        for d0, d1, name in (d for d in device if s0 <= d[0] < s1):
+            if d0 > cursor:
+                gaps.append((d0 - cursor, prev, name, cursor, d0))
+            busy += max(0, d1 - max(d0, cursor))
+            if d1 > cursor:
+                cursor, prev = d1, name
+        if s1 > cursor:
+            gaps.append((s1 - cursor, prev, "(step end)", cursor, s1))
+    gaps.sort(reverse=True)
+    rows = []
+    for ns, prev, nxt, g0, g1 in gaps[:top]:
+        mid = (g0 + g1) // 2
+        under = sorted(h for h in host if h[0] <= mid < h[1])
+        rows.append({"us": ns / 1e3, "after": prev[:60], "before": nxt[:60],
+                     "host": [h[2][:50] for h in under][-4:]})
+    n = max(len(steps), 1)
+    return {"wall_us": wall / 1e3 / n, "busy_us": busy / 1e3 / n,
+            "idle_us": (wall - busy) / 1e3 / n, "gaps": rows,
+            "gaps_over_20us": sum(1 for g in gaps if g[0] > 20_000) / n,
+            "idle_in_gaps_over_20us": sum(g[0] for g in gaps if g[0] > 20_000) / 1e3 / n}
+
+
+def idle_table(r: dict) -> str:
+    i = r["idle"]
+    lines = [f"{r['case']}: step {i['wall_us']:.0f} us, device busy {i['busy_us']:.0f} us, idle "
+             f"{i['idle_us']:.0f} us ({i['gaps_over_20us']:.0f} gaps over 20 us per step hold "
+             f"{i['idle_in_gaps_over_20us']:.0f} us); longest gaps (3 steps):"]
+    for g in i["gaps"]:
+        lines.append(f"  {g['us']:>8.0f} us after {g['after']!r} before {g['before']!r}; "
+                     f"host in: {' > '.join(g['host'])}")
+    return "\n".join(lines)
 
 
 def diff_table(base: dict, other: dict, key: str, top: int = 20) -> str:
@@ -84,9 +157,10 @@ def diff_table(base: dict, other: dict, key: str, top: int = 20) -> str:
         b = other[key].get(n, {"us_per_step": 0.0, "calls_per_step": 0})
         rows.append((b["us_per_step"] - a["us_per_step"], n, a, b))
     rows.sort(key=lambda r: -abs(r[0]))
-    lines = [f"{'delta us':>10} {'eager us':>10} {other['case'] + ' us':>14} {'calls e/o':>11}  name"]
+    lines = [f"{'delta us':>10} {base['case'] + ' us':>12} {other['case'] + ' us':>14} "
+             f"{'calls b/o':>11}  name"]
     for d, n, a, b in rows[:top]:
-        lines.append(f"{d:>10.0f} {a['us_per_step']:>10.0f} {b['us_per_step']:>14.0f} "
+        lines.append(f"{d:>10.0f} {a['us_per_step']:>12.0f} {b['us_per_step']:>14.0f} "
                      f"{a['calls_per_step']:>5.0f}/{b['calls_per_step']:<5.0f}  {n}")
     return "\n".join(lines)
 
@@ -98,6 +172,7 @@ def main() -> None:
     ap.add_argument("--seqs", default="1024,2048")
     ap.add_argument("--cases", default=",".join(CASES))
     ap.add_argument("--options", default="{}", help="fxslots options, as JSON")
+    ap.add_argument("--base", default="eager", help="the case the others are compared with")
     ap.add_argument("--out", default=".")
     ap.add_argument("--case", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -121,14 +196,17 @@ def main() -> None:
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, f"kernels-{a.size}.json"), "w") as fh:
         json.dump(results, fh)
-    if "eager" in results:
-        for case in results:
-            if case != "eager":
-                print(f"\n== ATen ops, {case} against eager (device us per step) ==")
-                print(diff_table(results["eager"], results[case], "ops"))
-        if "fxslots" in results:
-            print("\n== kernels, fxslots against eager ==")
-            print(diff_table(results["eager"], results["fxslots"], "kernels", 15))
+    for r in results.values():
+        print("\n" + idle_table(r))
+    base = a.base if a.base in results else next(iter(results), None)
+    for case in results:
+        if case != base:
+            print(f"\n== kernel families, {case} against {base} (device us per step) ==")
+            print(diff_table(results[base], results[case], "families"))
+            print(f"\n== ATen ops, {case} against {base} (device us per step) ==")
+            print(diff_table(results[base], results[case], "ops"))
+            print(f"\n== kernels, {case} against {base} ==")
+            print(diff_table(results[base], results[case], "kernels", 15))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from typing import Any, Callable
 import torch
 import torch.fx as fx
 
-from . import _torch, kernels, state
+from . import _torch, grads, kernels, state
 from .errors import OptionsError, UnsupportedGraphError
 from .fallback import fall_back, run_uncaptured, trace_plainly
 from .options import Options, refusing
@@ -41,8 +41,7 @@ from .report import plan_to_json
 from .runtime.cudagraphs.executor import GraphExecutor
 from .runtime.layout import SymbolBinder
 from .runtime.region import Region, region_for
-from .passes.accumulate import accumulate_grads
-from .runtime.variant import Accumulate, EagerExecutor, Variant, boxed
+from .runtime.variant import EagerExecutor, Variant, boxed
 from .schemas import ArenaPlan, SavedSet
 
 log = logging.getLogger(__name__)
@@ -249,27 +248,14 @@ class _Compiler:
         variant.saved_backward_args = {t.output_index: t.backward_index
                                        for t in self.record.saved.tensors
                                        if t.output_index >= 0 and t.backward_index >= 0}
-        variant.accumulate = _accumulate(bw, self.static_inputs, self.options)
-        if variant.accumulate is not None and self.options.kernels == "inductor":
-            variant.accumulate = kernels.compile_accumulate(
-                variant.accumulate, example_inputs,
-                f"the accumulating backward graph of {variant.name}", self.options)
+        what = f"backward graph of {variant.name}"
+        variant.accumulate = grads.accumulate(bw, self.static_inputs, self.options,
+                                              example_inputs, what)
+        if isinstance(variant.executor, GraphExecutor) and variant.executor.capturing:
+            variant.deliver = grads.deliver(bw, variant.device, self.options, example_inputs,
+                                            what)
         log.info("compile_backward: %s reads saved tensors from its slot", variant.name)
         return boxed(variant.backward)
-
-
-def _accumulate(bw: fx.GraphModule, static: list[int], options: Options) -> Accumulate | None:
-    """The backward that adds the gradients of parameters (static inputs) into their .grad
-    buffers itself, or None (no parameter gets a gradient, or options say autograd does it)."""
-    if options.grad_accumulation != "graph":
-        return None
-    outs = list(next(iter(bw.graph.find_nodes(op="output"))).args[0])
-    params = tuple(i for i in sorted(static) if i < len(outs) and isinstance(outs[i], fx.Node))
-    if not params:
-        return None
-    return Accumulate(params, observe("accumulate_grads", accumulate_grads, bw, list(params),
-                                      summary=lambda g: f"{len(params)} gradients added in "
-                                                        f"the graph when .grad exists"))
 
 
 def _device_of(saved: SavedSet, example_inputs: Any) -> torch.device:

@@ -131,6 +131,16 @@ def compile_accumulate(acc: Any, example_inputs: Any, what: str, options: Option
     return dataclasses.replace(acc, kernel=run)
 
 
+def compile_deliver(d: Any, example_inputs: Any, what: str, options: Options) -> Any:
+    """``d`` (a ``runtime.variant.Deliver``) with Inductor's code for its graph, which takes
+    views of the output buffer after the backward's own inputs; None when Inductor cannot
+    take it (the gradients are then copied out, as without it)."""
+    buffers = list(d.graph.graph.find_nodes(op="placeholder"))[len(example_inputs):]
+    run = compile_graph(d.graph, list(example_inputs) + [b.meta["val"] for b in buffers],
+                        what, options, is_backward=True)
+    return None if run is None else dataclasses.replace(d, kernel=run)
+
+
 def _unboxed(compiled: Any) -> Callable[..., Any]:
     def run(*args: Any) -> Any:
         return compiled(list(args))  # Inductor empties the list it is given

@@ -68,9 +68,12 @@ class _StandInCapturer:
         fixed = [_unowned(a) for a in args]
         graph = _StandInGraph(lambda: run(*fixed),
                               [_unowned(o) for o in outs])
-        # ... except its pool: outputs outside the slot arenas stay reserved, as pool memory.
+        # ... except its pool: outputs outside the slot arenas and output buffers (where a
+        # backward delivers gradients) stay reserved, as pool memory.
         arenas = {a.data_ptr() for g in fxslots.regions() for sl in g.ring.slots
                   for a in (sl.arena, sl.host_arena) if a is not None}
+        arenas |= {g.outputs.tensor.data_ptr() for g in fxslots.regions()
+                   if g.outputs.tensor is not None}
         graph.pool = [o.untyped_storage() for o in outs if isinstance(o, torch.Tensor)
                       and o.untyped_storage().data_ptr() not in arenas]
         return graph, outs

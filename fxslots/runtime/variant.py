@@ -34,7 +34,7 @@ class Executor(Protocol):
     def backward(self, variant: "Variant", slot: Slot | None, args: list[Any],
                  grads: list[torch.Tensor] | None) -> Any:
         """``grads``: the ``.grad`` buffers to add into (``variant.accumulate``'s graph), or
-        None to return every gradient (the plain backward graph)."""
+        None to return every gradient (the plain backward graph, or ``variant.deliver``'s)."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,20 @@ class Accumulate:
     indices: tuple[int, ...]  # forward arguments (= backward outputs) that are parameters
     graph: Callable[..., Any]  # the backward graph that takes their buffers, last
     kernel: Callable[..., Any] | None = None  # Inductor's code for it (kernels="inductor")
+
+
+@dataclass(frozen=True)
+class Deliver:
+    """How a variant's captured backward writes the gradients it hands out into the region's
+    output buffer itself (``passes/deliver.py``), instead of their being copied there after
+    each replay."""
+
+    outputs: tuple[int, ...]  # the backward outputs delivered
+    geometry: tuple[tuple, ...]  # where each lands in the buffer (runtime.layout.Geometry)
+    nbytes: int
+    graph: Callable[..., Any]  # the backward graph that takes their buffer views, last
+    kernel: Callable[..., Any] | None = None  # Inductor's code for it (kernels="inductor")
+    in_place: int = 0  # how many are computed into the buffer by their producer (no copy)
 
 
 @dataclass
@@ -63,6 +77,7 @@ class Variant:
     # Forward output index -> backward argument index, for every saved tensor in the slot.
     saved_backward_args: dict[int, int] | None = None
     accumulate: Accumulate | None = None
+    deliver: Deliver | None = None
     layouts: dict[tuple, ViewLayout] = field(default_factory=dict)
     _params: dict[int, tuple] = field(default_factory=dict)  # per slot: its forward's params
     _noted: bool = False  # its parameters are in state.accumulators
@@ -72,12 +87,15 @@ class Variant:
     forward_kernel: Callable[..., Any] | None = None
     backward_kernel: Callable[..., Any] | None = None
 
-    def runner(self, direction: Direction, accumulate: bool = False) -> Callable[..., Any]:
+    def runner(self, direction: Direction, accumulate: bool = False,
+               deliver: bool = False) -> Callable[..., Any]:
         """What runs a graph: Inductor's code for it when there is, else its GraphModule."""
         if direction is Direction.FORWARD:
             return self.forward_kernel or self.forward_graph
         if accumulate:
             return self.accumulate.kernel or self.accumulate.graph
+        if deliver:
+            return self.deliver.kernel or self.deliver.graph
         return self.backward_kernel or self.backward_graph
 
     @property

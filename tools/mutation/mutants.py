@@ -34,6 +34,8 @@ STREAMS = "fxslots/streams.py"
 OFFLOAD = "fxslots/passes/offload.py"
 EXECUTOR = "fxslots/runtime/cudagraphs/executor.py"
 POOL = "fxslots/runtime/cudagraphs/pool.py"
+STAGING = "fxslots/runtime/cudagraphs/staging.py"
+DELIVER = "fxslots/passes/deliver.py"
 PLAN = "fxslots/passes/plan.py"
 REWRITE = "fxslots/passes/rewrite.py"
 VERIFY = "fxslots/passes/verify.py"
@@ -257,8 +259,18 @@ MUTANTS: tuple[Mutant, ...] = (
            "        pass\n",
            "fxslots donates no saved tensor to its backward (retain_graph, create_graph run)",
            "cpu", (f"{BAD}::test_create_graph_after_a_plain_backward",)),
+    Mutant("held-gradients-overwritten", STAGING,
+           "        if self._owner is not None and not self._owner.expired():",
+           "        if False:",
+           "a backward never writes gradients into memory the caller still holds", "cpu",
+           ("tests/test_deliver.py::test_gradients_the_caller_keeps_are_never_overwritten",)),
+    Mutant("gradients-never-delivered", DELIVER,
+           "            keep.append(i)",
+           "            pass",
+           "a captured backward writes its gradients into the output buffer itself", "cpu",
+           ("tests/test_deliver.py::test_captured_backward_delivers_gradients_bitwise",)),
     Mutant("tokens-not-rebuilt", EXECUTOR,
-           "            _saved_views(variant, slot.saved_outs, gargs)",
+           "            saved_views(variant.saved_backward_args, slot.saved_outs, gargs)",
            "            pass",
            "a backward that cannot replay after a forward handed out arena tokens runs on the "
            "views they stand for", "cpu",

@@ -7,8 +7,11 @@ tensors outlive other replays until their backward) and persistent ``.grad`` buf
 
 - saved tensors live in the slot arena (outside the pool, at a fixed address per slot);
 - non-static inputs are staged into the slot (forward) or the region's staging buffer (backward);
-- user outputs and gradients are copied out of the pool right after the replay into memory the
-  caller owns, so a later replay of any graph may reuse those pool bytes as scratch.
+- user outputs are copied out of the pool right after the replay into memory the caller owns,
+  so a later replay of any graph may reuse those pool bytes as scratch;
+- gradients are written by the backward itself into the region's output buffer, outside the
+  pool (``passes/deliver.py``), while the caller drops them before the next backward (a
+  training loop does, at ``zero_grad``); else they too are copied out.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from ...passes.collect import mutated_placeholders
 from ..layout import geometry_of, make_views, pack, slot_views
 from ..ring import Slot
 from ..variant import Direction, Variant
-from .outputs import Captured, OutKind, describe_outputs
+from .outputs import Captured, OutKind, describe_outputs, saved_views
 from .pool import CaptureFailed, CudaCapturer
 
 log = logging.getLogger(__name__)
@@ -43,6 +46,14 @@ class CaptureKey:
     staging: int  # generation of the staging buffer (backward only)
     shape: tuple  # the symbol values, and for backward the tangents' shapes
     accumulate: bool = False  # the backward that adds into .grad buffers itself
+    delivers: int = -1  # the backward that writes gradients into this generation of the
+    # output buffer itself (-1: its gradients are copied out)
+
+
+# After this many times the caller still held the gradients of one backward when the next
+# came (each a new output buffer, and a capture), a region's backwards stop writing them into
+# the buffer and copy them out instead.
+HELD_LIMIT = 2
 
 
 class GraphExecutor:
@@ -54,7 +65,7 @@ class GraphExecutor:
         self.outputs = variant.region.outputs
         self.capturer = CudaCapturer(variant.device)
         self.graphs: dict[CaptureKey, Captured] = {}
-        self.warm: set[tuple[Direction, bool]] = set()  # graphs run once uncaptured
+        self.warm: set[tuple] = set()  # (direction, accumulate, delivers) run once uncaptured
         self.uncaptured: set[CaptureKey] = set()
         placeholders = list(variant.forward_graph.graph.find_nodes(op="placeholder"))
         names = [p.name for p in placeholders]
@@ -114,16 +125,38 @@ class GraphExecutor:
             self._tangents = _torch.tangent_indices(variant.backward_graph)
         tangents = [i for i in self._tangents if isinstance(args[i], torch.Tensor)]
         gargs = self._stage_backward(variant, args, tangents) + (grads or [])
+        delivered = self._deliver_into(variant, gargs) if grads is None else None
         key = CaptureKey(Direction.BACKWARD, slot.index, slot.generation,
                          self.staging.generation,
                          (slot.layout.key, tuple(tuple(args[i].shape) for i in tangents)),
-                         grads is not None)
+                         grads is not None,
+                         self.outputs.generation if delivered is not None else -1)
         cap = self.graphs.get(key)
+        # Delivering: outputs left in the pool go to fresh memory (the buffer is in use).
+        out = self.outputs if delivered is None else None
         if cap is not None and self._replay(cap, gargs, slot):
-            return cap.results((None, None), variant.device, self.outputs)
+            return cap.results((None, None), variant.device, out, grads=delivered)
         if slot.saved_outs is not None:  # tokens in the saved places: this run reads views
-            _saved_views(variant, slot.saved_outs, gargs)
-        return self._first_runs(variant, slot, key, gargs, (), len(gargs), (None, None))
+            saved_views(variant.saved_backward_args, slot.saved_outs, gargs)
+        return self._first_runs(variant, slot, key, gargs, (), len(gargs), (None, None),
+                                delivered)
+
+    def _deliver_into(self, variant: Variant, gargs: list[Any]) -> Any:
+        """The output buffer's alias this backward writes its gradients into (their views
+        appended to ``gargs``), or None when its gradients are copied out."""
+        d = variant.deliver
+        # create_graph=True: the gradients join a graph that may outlive the next backward
+        if d is None or self.outputs.held > HELD_LIMIT or torch.is_grad_enabled():
+            return None
+        generation = self.outputs.generation
+        alias = self.outputs.alias(d.nbytes, variant.device)
+        if self.outputs.generation != generation:  # graphs that wrote the old buffer are stale
+            self._drop(lambda k: k.delivers not in (-1, self.outputs.generation))
+        if self.outputs.held > HELD_LIMIT:
+            log.info("%s: the caller kept the gradients of %d backwards past the next one; "
+                     "gradients are copied out from now on", variant.name, self.outputs.held)
+        gargs += make_views(alias, variant.device, d.geometry)
+        return alias
 
     @staticmethod
     def _tokens_ok(variant: Variant, cap: Captured) -> bool:
@@ -163,22 +196,26 @@ class GraphExecutor:
             gargs[i] = view
         return gargs
 
-    def _first_runs(self, variant, slot, key, gargs, stage, nargs, aliases) -> Any:
-        """Warm up (once per direction), else capture and replay; or run uncaptured."""
-        gm = variant.runner(key.direction, key.accumulate)
+    def _first_runs(self, variant, slot, key, gargs, stage, nargs, aliases,
+                    delivered=None) -> Any:
+        """Warm up (once per graph), else capture and replay; or run uncaptured."""
+        delivers = key.delivers != -1
+        gm = variant.runner(key.direction, key.accumulate, delivers)
         if not self.capturing:
             return gm(*gargs)
-        if (key.direction, key.accumulate) not in self.warm or key in self.uncaptured:
+        if (key.direction, key.accumulate, delivers) not in self.warm or key in self.uncaptured:
             # Lazy initialisation (cuBLAS handles, autotuning; Inductor's kernels tune at their
             # first launch, so each graph warms up once) must not land in a capture.
-            self.warm.add((key.direction, key.accumulate))
+            self.warm.add((key.direction, key.accumulate, delivers))
             return gm(*gargs)
         cap = self._capture(variant, slot, key, gm, gargs, stage, nargs)
         if cap is None:
             return gm(*gargs)
         cap.graph.replay()
-        forward = key.direction is Direction.FORWARD
-        return cap.results(aliases, variant.device, None if forward else self.outputs)
+        if key.direction is Direction.FORWARD:
+            return cap.results(aliases, variant.device)
+        return cap.results(aliases, variant.device, None if delivers else self.outputs,
+                           grads=delivered)
 
     def _capture(self, variant, slot, key, gm, gargs, stage, nargs) -> Captured | None:
         try:
@@ -218,8 +255,11 @@ class GraphExecutor:
         buffers = set(arenas) | ({self.staging.tensor.data_ptr()}
                                  if self.staging.tensor is not None else set())
         forward = key.direction is Direction.FORWARD
+        if not forward:
+            arenas = ({self.outputs.tensor.data_ptr(): OutKind.GRADS}
+                      if key.delivers != -1 else {})
         return Captured(graph, static, stage,
-                        describe_outputs(outs, gargs, arenas if forward else {}, buffers),
+                        describe_outputs(outs, gargs, arenas, buffers),
                         tuple((i, dst) for i, dst in stage if forward and i in self._mutated))
 
     def _failed(self, variant, slot, key, failed: CaptureFailed) -> None:
@@ -240,14 +280,6 @@ class GraphExecutor:
             self.uncaptured.add(key)
             return None
         raise CaptureError(msg) from root
-
-
-def _saved_views(variant: Variant, saved_outs, gargs: list[Any]) -> None:
-    """Replace the arena tokens among a backward's arguments by the views they stand for."""
-    for j, kind, geometry in saved_outs:
-        i = variant.saved_backward_args[j]
-        where = variant.device if kind is OutKind.SLOT else torch.device("cpu")
-        gargs[i] = make_views(gargs[i].untyped_storage(), where, [geometry])[0]
 
 
 def _write_back(args: list[Any], pairs) -> None:

@@ -18,6 +18,7 @@ class OutKind(enum.Enum):
     CONST = "const"  # the same object at every replay: not a tensor, or a view of a parameter
     SLOT = "slot"  # a view of the slot's device arena, rebuilt over each forward's alias
     HOST = "host"  # a view of the slot's host arena, the same way
+    GRADS = "grads"  # a view of the region's output buffer, rebuilt over each backward's alias
     POOL = "pool"  # pool memory a later replay reuses: copied out for the caller
 
 
@@ -25,7 +26,7 @@ class OutKind(enum.Enum):
 class Out:
     kind: OutKind
     value: Any = None  # CONST: the value; POOL: a non-owning view of the pool bytes
-    geometry: Geometry | None = None  # SLOT, HOST
+    geometry: Geometry | None = None  # SLOT, HOST, GRADS
 
 
 @dataclass
@@ -48,7 +49,7 @@ class Captured:
         self.saved_outs = tuple((j, o.kind, o.geometry) for j, o in enumerate(self.outs)
                                 if o.kind in (OutKind.SLOT, OutKind.HOST))
         # Grouped once here, not at every replay.
-        for kind in (OutKind.SLOT, OutKind.HOST):
+        for kind in (OutKind.SLOT, OutKind.HOST, OutKind.GRADS):
             idx = [j for j, o in enumerate(self.outs) if o.kind is kind]
             self._by_kind[kind] = (idx, view_runs([self.outs[j].geometry for j in idx]))
         pool = [j for j, o in enumerate(self.outs) if o.kind is OutKind.POOL]
@@ -58,9 +59,10 @@ class Captured:
         self._by_kind[OutKind.POOL] = (pool, view_runs(geometry))
 
     def results(self, aliases: tuple[Any, Any], device: torch.device,
-                out: Any = None, tokens: bool = False) -> list[Any]:
+                out: Any = None, tokens: bool = False, grads: Any = None) -> list[Any]:
         """The outputs of the replay just made, as the caller may keep them; pool outputs are
         copied into ``out`` (an OutputBuffer), or into fresh memory when it is None.
+        ``grads``: the output buffer's alias the replay delivered gradients into.
 
         ``tokens``: every output in an arena is handed out as one tensor over that arena's
         whole alias (the same object at each of them), not as views of it. Only a backward
@@ -79,7 +81,8 @@ class Captured:
             for j, c in zip(pool, copies, strict=True):
                 result[j] = c
         for kind, alias, where in ((OutKind.SLOT, aliases[0], device),
-                                   (OutKind.HOST, aliases[1], _CPU)):
+                                   (OutKind.HOST, aliases[1], _CPU),
+                                   (OutKind.GRADS, grads, device)):
             idx, runs = self._by_kind[kind]
             if idx and tokens:
                 token = torch.empty(0, dtype=torch.uint8, device=where).set_(alias)
@@ -93,8 +96,8 @@ class Captured:
 
 def describe_outputs(outs: Any, gargs: list[Any], arenas: dict[int, OutKind],
                      staged: set[int]) -> list[Out]:
-    """Classify each output of a capture. ``arenas`` maps the data_ptr of the slot's arenas to
-    their kind (empty for backward, whose outputs never live in the slot); ``staged`` holds the
+    """Classify each output of a capture. ``arenas`` maps the data_ptr of the slot's arenas
+    (forward) or of the output buffer (backward) to their kind; ``staged`` holds the
     data_ptrs of buffers fxslots stages inputs into (never a caller's own memory)."""
     static = {a.untyped_storage().data_ptr() for a in gargs
               if isinstance(a, torch.Tensor)} - staged - set(arenas)
@@ -116,3 +119,12 @@ def describe_outputs(outs: Any, gargs: list[Any], arenas: dict[int, OutKind],
                 alias, o.storage_offset(), tuple(o.shape), o.stride())
             described.append(Out(OutKind.POOL, view))
     return described
+
+
+def saved_views(backward_args: dict[int, int], saved_outs, gargs: list[Any]) -> None:
+    """Replace the arena tokens among a backward's arguments by the views they stand for
+    (``backward_args``: forward output index -> backward argument index)."""
+    for j, kind, geometry in saved_outs:
+        i = backward_args[j]
+        where = _CPU if kind is OutKind.HOST else gargs[i].device
+        gargs[i] = make_views(gargs[i].untyped_storage(), where, [geometry])[0]

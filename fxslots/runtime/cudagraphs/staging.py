@@ -57,6 +57,8 @@ class OutputBuffer:
 
     def __init__(self) -> None:
         self.tensor: torch.Tensor | None = None
+        self.generation = 0  # a new tensor, at a new address: graphs that write it are stale
+        self.held = 0  # how often one was retired because the caller still held it
         self._owner = None
         self._retired: list[tuple[torch.Tensor, object]] = []
 
@@ -65,8 +67,10 @@ class OutputBuffer:
         if self._owner is not None and not self._owner.expired():
             self._retired.append((self.tensor, self._owner))
             self.tensor = None
+            self.held += 1
         if self.tensor is None or self.tensor.numel() < nbytes or self.tensor.device != device:
             self.tensor = torch.empty(max(nbytes, 1), dtype=torch.uint8, device=device)
+            self.generation += 1
         alias = _torch.storage_alias(self.tensor.data_ptr(), device, max(nbytes, 1))
         self._owner = _torch.StorageWeakRef(alias)
         return alias

@@ -1,0 +1,174 @@
+"""Deliver: a backward graph that writes the gradients it hands out into the region's output
+buffer itself.
+
+A captured backward leaves its gradients in the pool, which the next replay of any graph reuses
+as scratch, so the runtime used to copy them out after each replay into memory the caller owns
+(``runtime/cudagraphs/staging.OutputBuffer``): one read and one write of every gradient byte,
+and, at the end of the backward, every gradient held twice (in the pool and in the copy). This
+pass makes a copy of the backward graph that takes one view of the output buffer per delivered
+gradient (placeholders appended last) and returns the gradients there:
+
+- a gradient computed by an op with an out= kernel (a weight gradient's ``mm``), possibly seen
+  through views (``t``, ``permute``, ``view``), is computed into its buffer: no copy at all;
+- any other gets ``copy_`` into its buffer right after it is computed. Inductor computes such a
+  value inside the kernel that stores it, so there too it is stored once.
+
+Only gradients of a static shape on the graph's device are delivered (the buffer's layout is
+fixed when the graph is made); the others stay as they were, copied out after the replay.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+import torch.fx as fx
+
+from .. import _torch, ops
+from ..routes import COPY, find_route, out_arguments, resolve, updated_arguments
+from ..schemas import SLOT_META
+
+aten = torch.ops.aten
+
+# Ops whose value is a view of their first argument: a gradient seen through them is delivered
+# by computing their base into the buffer.
+_VIEWS = frozenset({aten.t.default, aten.permute.default, aten.view.default,
+                    aten._unsafe_view.default, aten.transpose.int, aten.alias.default,
+                    aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.dims})
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """One delivered gradient: the backward output it is, the (dtype, shape, stride) of the
+    buffer region it arrives in, and whether its producer writes there (else a ``copy_``)."""
+
+    output: int
+    dtype: torch.dtype
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    in_place: bool
+
+
+def deliverable(bw: fx.GraphModule, device: torch.device) -> list[int]:
+    """The backward outputs that can be delivered: a dense tensor of static shape on
+    ``device``, returned once."""
+    outs = list(next(iter(bw.graph.find_nodes(op="output"))).args[0])
+    nodes = [o for o in outs if isinstance(o, fx.Node)]
+    keep = []
+    for i, o in enumerate(outs):
+        v = o.meta.get("val") if isinstance(o, fx.Node) else None
+        if (isinstance(v, torch.Tensor) and v.device == device and _static(v) and _dense(v)
+                and nodes.count(o) == 1):
+            keep.append(i)
+    return keep
+
+
+def deliver_grads(bw: fx.GraphModule, outputs: list[int], extern: Callable[[Any], bool] | None
+                  ) -> tuple[fx.GraphModule, tuple[Delivered, ...]]:
+    """A new backward graph that writes its outputs at ``outputs`` into buffers passed last (in
+    ``outputs`` order) and returns them there. ``extern``: for Inductor's form (None: ATen's),
+    whether Inductor runs an op as an ATen call (only those write through an out= op; Inductor
+    stores its own kernels' values into the buffer from the kernel)."""
+    gm = fx.GraphModule(bw, copy.deepcopy(bw.graph))
+    graph = gm.graph
+    output = next(iter(graph.find_nodes(op="output")))
+    outs = list(output.args[0])
+    last = list(graph.find_nodes(op="placeholder"))[-1]
+    with graph.inserting_before(last.next):
+        buffers = [graph.placeholder(f"grad_out_{i}") for i in outputs]
+    roots: set[fx.Node] = set()
+    delivered = tuple(_deliver_one(graph, outs, i, buf, buffers[-1], roots, extern)
+                      for buf, i in zip(buffers, outputs, strict=True))
+    output.args = (tuple(outs),)
+    graph.lint()
+    gm.recompile()
+    return gm, tuple(delivered)
+
+
+def _deliver_one(graph: fx.Graph, outs: list, i: int, buf: fx.Node, last: fx.Node,
+                 roots: set[fx.Node], extern: Callable[[Any], bool] | None) -> Delivered:
+    """Make output ``i`` arrive in ``buf``: its producer (under views) writes there, or a
+    ``copy_`` right after it (after ``last``, the last placeholder, for an input)."""
+    grad = outs[i]
+    root = _base(grad)
+    out_op = _out_op(root, extern) if root not in roots else None
+    v = (root if out_op is not None else grad).meta["val"]
+    buf.meta["val"] = _like(v)
+    buf.meta[SLOT_META] = f"the output buffer's region for gradient {i}"
+    if out_op is not None:
+        roots.add(root)
+        _write_into(graph, root, out_op, buf, extern is not None)
+        # Inductor's form has no node for the root any more: the buffer stands for it
+        outs[i] = buf if grad is root and extern is not None else grad
+    else:
+        with graph.inserting_after(grad if grad.op != "placeholder" else last):
+            outs[i] = graph.call_function(aten.copy_.default, (buf, grad))
+        outs[i].meta["val"] = buf.meta["val"]
+        outs[i].meta[SLOT_META] = f"gradient {i} copied into the output buffer"
+    return Delivered(i, v.dtype, tuple(v.shape), tuple(v.stride()), out_op is not None)
+
+
+def _base(node: fx.Node) -> fx.Node:
+    while node.op == "call_function" and node.target in _VIEWS:
+        node = node.args[0]
+    return node
+
+
+def _out_op(root: fx.Node, extern: Callable[[Any], bool] | None) -> Any:
+    """The out= overload ``root`` can write its buffer with, or None."""
+    if not isinstance(root.target, _torch.OpOverload) or not isinstance(
+            root.meta.get("val"), torch.Tensor):
+        return None
+    if extern is not None and not extern(root.target):
+        return None  # Inductor's own kernel: it stores the value into the buffer itself
+    v = root.meta["val"]
+    if not _static(v) or not _dense(v):
+        return None
+    route = find_route(root.target, v.device.type)
+    if route.op is None or route.op == COPY or route.via is not None:
+        return None
+    out_op = resolve(route.op)
+    if len(out_arguments(out_op)) != 1 or updated_arguments(out_op):
+        return None
+    return out_op
+
+
+def _write_into(graph: fx.Graph, root: fx.Node, out_op: Any, buf: fx.Node, inductor: bool
+                ) -> None:
+    name = out_arguments(out_op)[0]
+    if inductor:  # Inductor refuses ops that return an input: one that returns nothing
+        with graph.inserting_before(root):
+            call = graph.call_function(ops.into_op(out_op), root.args,
+                                       {**root.kwargs, name: buf})
+        call.meta[SLOT_META] = f"computed into the output buffer ({out_op})"
+        root.replace_all_uses_with(buf)
+        graph.erase_node(root)
+        return
+    root.target, root.kwargs = out_op, {**root.kwargs, name: buf}
+    root.meta[SLOT_META] = f"computed into the output buffer ({out_op})"
+
+
+def _static(v: torch.Tensor) -> bool:
+    return all(isinstance(x, int) for x in (*v.shape, *v.stride(), v.storage_offset()))
+
+
+def _dense(v: torch.Tensor) -> bool:
+    """Non-overlapping and dense (a permutation of a contiguous layout): the buffer region
+    holds exactly its elements."""
+    dims = sorted((st, sz) for sz, st in zip(v.shape, v.stride(), strict=True) if sz != 1)
+    expect = 1
+    for st, sz in dims:
+        if st != expect:
+            return False
+        expect *= sz
+    return True
+
+
+def _like(v: torch.Tensor) -> torch.Tensor:
+    mode = v.fake_mode if _torch.is_fake(v) else None
+    if mode is None:
+        return torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device=v.device)
+    with mode:
+        return torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device=v.device)

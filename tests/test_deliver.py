@@ -1,0 +1,203 @@
+"""Gradients written by the captured backward into the region's output buffer itself
+(passes/deliver.py), instead of copied there after each replay: the pass on a hand-traced
+backward, then the executor on CPU with the stand-in graph, bitwise against aot_eager and
+Inductor, including a caller that keeps its gradients past the next backward."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.fx as fx
+from torch import nn
+
+import fxslots
+from examples.models import MLP, Attention
+from fxslots import _torch
+from fxslots.passes.deliver import deliver_grads, deliverable
+from fxslots.runtime.cudagraphs import executor
+from fxslots.runtime.cudagraphs.outputs import OutKind
+from fxslots.runtime.layout import make_views, pack
+from tests.helpers import assert_same, run, schedule_1f1b, schedule_ffbb
+from tests.test_graph_executor_cpu import _StandInGraph, stand_in_graphs  # noqa: F401
+
+aten = torch.ops.aten
+
+
+def _backward_graph() -> tuple[fx.GraphModule, list]:
+    """The backward graph AOTAutograd makes for Linear, GELU, LayerNorm, Linear."""
+    got = {}
+
+    def fw(gm, _):
+        return _torch.mark_boxed(lambda args: gm(*args))
+
+    def bw(gm, example):
+        got["bw"] = gm
+        return _torch.mark_boxed(lambda args: (got.setdefault("args", list(args)), gm(*args))[1])
+
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.LayerNorm(16), nn.Linear(16, 4))
+    from functorch.compile import aot_module
+
+    aot_module(m, fw_compiler=fw, bw_compiler=bw)(torch.randn(5, 8)).sum().backward()
+    return got["bw"], got["args"]
+
+
+def test_the_pass_computes_weight_gradients_into_the_buffer_and_copies_the_rest():
+    bw, args = _backward_graph()
+    outputs = deliverable(bw, torch.device("cpu"))
+    assert outputs == [0, 1, 2, 3, 4, 5]  # every parameter's gradient (the input needs none)
+    gm, delivered = deliver_grads(bw, outputs, None)
+    outs = {n.name: n for n in gm.graph.nodes}
+    # Linear weights: their mm computes into the buffer; biases: sum writes it; LayerNorm's
+    # backward returns three values and has no out= form for them: one copy each.
+    assert [d.in_place for d in delivered] == [True, True, False, False, True, True]
+    written = [n for n in gm.graph.nodes if n.kwargs.get("out") is not None]
+    assert sorted(str(n.target) for n in written) == [
+        "aten.mm.out", "aten.mm.out", "aten.sum.IntList_out", "aten.sum.IntList_out"]
+    copies = [n for n in gm.graph.nodes if n.target is aten.copy_.default]
+    assert [c.args[1].name for c in copies] == ["getitem_4", "getitem_5"]
+    assert all(c.args[0].name.startswith("grad_out_") for c in copies)
+    assert "grad_out_0" in outs and "mm_2" in outs
+    # Numerics: the same gradients, bitwise, and each one lives in its buffer region.
+    geometry, nbytes = pack([(d.dtype, d.shape, d.stride) for d in delivered], 64)
+    buffer = torch.empty(nbytes, dtype=torch.uint8)
+    views = make_views(buffer.untyped_storage(), torch.device("cpu"), geometry)
+    with torch.no_grad():  # as autograd runs a backward
+        want = bw(*args)
+        got = gm(*args, *views)
+    lo, hi = buffer.data_ptr(), buffer.data_ptr() + nbytes
+    for i in outputs:
+        assert torch.equal(got[i], want[i]), f"gradient {i}"
+        assert lo <= got[i].data_ptr() < hi, f"gradient {i} is not in the buffer"
+    assert got[6] is None and want[6] is None
+
+
+def test_inductor_form_writes_matmuls_through_into_ops():
+    bw, _ = _backward_graph()
+    gm, delivered = deliver_grads(bw, deliverable(bw, torch.device("cpu")),
+                                  lambda op: getattr(op, "overloadpacket", None) is aten.mm)
+    into = [n for n in gm.graph.nodes if "_into" in str(n.target)]
+    assert len(into) == 2 and all(n.kwargs["out"].name.startswith("grad_out_") for n in into)
+    # Inductor generates the sums' kernels itself: it stores their values into the buffer.
+    assert [d.in_place for d in delivered] == [True, False, False, False, True, False]
+
+
+def _region_buffer():
+    (region,) = fxslots.regions()
+    return region.outputs
+
+
+def _record_kinds(monkeypatch) -> list[OutKind]:
+    """The kinds of every non-constant output of the backward graphs captured from now on."""
+    kinds: list[OutKind] = []
+    describe = executor.describe_outputs
+
+    def recording(outs, gargs, arenas, staged):
+        described = describe(outs, gargs, arenas, staged)
+        if OutKind.SLOT not in arenas.values():  # a backward's
+            kinds.extend(o.kind for o in described if o.kind is not OutKind.CONST)
+        return described
+
+    monkeypatch.setattr(executor, "describe_outputs", recording)
+    return kinds
+
+
+def test_captured_backward_delivers_gradients_bitwise(stand_in_graphs, monkeypatch):  # noqa: F811
+    kinds = _record_kinds(monkeypatch)
+    torch.manual_seed(0)
+    model, xs = MLP(16, 32, 3), [torch.randn(4, 16) for _ in range(4)]
+    sched = schedule_ffbb(2) + [(op, i + 2) for op, i in schedule_1f1b(2, 2)]
+    ours = run(model, "fxslots", xs, sched, steps=4, options={"slots": 2})
+    assert _StandInGraph.replays > 0
+    assert OutKind.GRADS in kinds and OutKind.POOL not in kinds, kinds
+    assert_same(ours, run(model, "aot_eager", xs, sched, steps=4))
+
+
+def test_gradients_land_in_the_output_buffer_and_stay_there(stand_in_graphs):  # noqa: F811
+    torch.manual_seed(0)
+    m = MLP(16, 32, 3)
+    c = torch.compile(m, backend="fxslots", options={"slots": 1})
+    addresses = set()
+    for step in range(5):
+        c(torch.randn(4, 16)).sum().backward()
+        buf = _region_buffer().tensor
+        lo, hi = buf.data_ptr(), buf.data_ptr() + buf.numel()
+        assert all(lo <= p.grad.data_ptr() < hi for p in m.parameters()), step
+        addresses.add(tuple(p.grad.data_ptr() for p in m.parameters()))
+        m.zero_grad(set_to_none=True)
+    assert len(addresses) == 1
+    assert _region_buffer().held == 0
+
+
+def test_gradients_the_caller_keeps_are_never_overwritten(stand_in_graphs,  # noqa: F811
+                                                          monkeypatch):
+    """A caller that keeps every step's gradients: each backward finds the last ones held, so
+    the buffer moves (and the graph is captured again) until delivery stops for the region;
+    what the caller kept stays what it was, and every step matches eager."""
+    kinds = _record_kinds(monkeypatch)
+    torch.manual_seed(0)
+    m = MLP(16, 32, 3)
+    e = MLP(16, 32, 3)
+    e.load_state_dict(m.state_dict())
+    c = torch.compile(m, backend="fxslots", options={"slots": 1})
+    kept, copies = [], []
+    for _ in range(executor.HELD_LIMIT + 4):
+        x = torch.randn(4, 16)
+        c(x).sum().backward()
+        e(x).sum().backward()
+        for p, q in zip(m.parameters(), e.parameters(), strict=True):
+            assert torch.equal(p.grad, q.grad)
+        kept.append([p.grad for p in m.parameters()])
+        copies.append([p.grad.clone() for p in m.parameters()])
+        m.zero_grad(set_to_none=True)
+        e.zero_grad(set_to_none=True)
+    for k, c_ in zip(kept, copies, strict=True):
+        assert all(torch.equal(a, b) for a, b in zip(k, c_, strict=True))
+    assert _region_buffer().held > executor.HELD_LIMIT
+    assert OutKind.GRADS in kinds and OutKind.POOL in kinds  # copied out once it stopped
+
+
+def test_inductor_backward_delivers_bitwise_torch_compile(stand_in_graphs,  # noqa: F811
+                                                          monkeypatch):
+    kinds = _record_kinds(monkeypatch)
+    torch.manual_seed(0)
+    model, xs = Attention(16, 2), [torch.randn(2, 4, 16) for _ in range(2)]
+    sched = schedule_ffbb(2)
+    ours = run(model, "fxslots", xs, sched, steps=3, options={"slots": 2, "kernels": "inductor"})
+    assert fxslots.counters["inductor_fallbacks"] == 0
+    assert OutKind.GRADS in kinds and OutKind.POOL not in kinds, kinds
+    assert_same(ours, run(model, "inductor", xs, sched, steps=3))
+
+
+
+@pytest.mark.cuda
+def test_cuda_delivered_gradients_match_eager_and_survive_replays():
+    """On real CUDA graphs: gradients land in the output buffer, match eager's, and gradients
+    the caller keeps are not overwritten by later replays (delivery then stops)."""
+    torch.manual_seed(0)
+    m = MLP(64, 256, 4).cuda()
+    e = MLP(64, 256, 4).cuda()
+    e.load_state_dict(m.state_dict())
+    c = torch.compile(m, backend="fxslots", options={"slots": 1})
+    for step in range(6):
+        x = torch.randn(32, 64, device="cuda")
+        c(x).sum().backward()
+        e(x).sum().backward()
+        for p, q in zip(m.parameters(), e.parameters(), strict=True):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
+        if step >= 3:
+            buf = _region_buffer().tensor
+            lo, hi = buf.data_ptr(), buf.data_ptr() + buf.numel()
+            assert all(lo <= p.grad.data_ptr() < hi for p in m.parameters()), step
+        m.zero_grad(set_to_none=True)
+        e.zero_grad(set_to_none=True)
+    assert fxslots.counters["captures"] > 0
+    kept, copies = [], []
+    for _ in range(executor.HELD_LIMIT + 3):
+        c(torch.randn(32, 64, device="cuda")).sum().backward()
+        kept.append([p.grad for p in m.parameters()])
+        copies.append([p.grad.clone() for p in m.parameters()])
+        m.zero_grad(set_to_none=True)
+    torch.cuda.synchronize()
+    for k, c_ in zip(kept, copies, strict=True):
+        assert all(torch.equal(a, b) for a, b in zip(k, c_, strict=True))
