@@ -201,3 +201,46 @@ def test_cuda_delivered_gradients_match_eager_and_survive_replays():
     torch.cuda.synchronize()
     for k, c_ in zip(kept, copies, strict=True):
         assert all(torch.equal(a, b) for a, b in zip(k, c_, strict=True))
+
+
+def test_dynamic_shapes_and_a_graph_break_deliver_bitwise(stand_in_graphs,  # noqa: F811
+                                                          monkeypatch):
+    """Two regions (a graph break), batch sizes that make Dynamo's shapes dynamic: parameter
+    gradients (static shapes) are delivered by each region into its own buffer."""
+    kinds = _record_kinds(monkeypatch)
+
+    class Broken(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = MLP(16, 32, 2), MLP(16, 32, 2)
+
+        def forward(self, x):
+            y = self.a(x)
+            torch._dynamo.graph_break()
+            return self.b(torch.tanh(y))
+
+    torch.manual_seed(0)
+    model = Broken()
+    xs = [torch.randn(n, 16) for n in (4, 4, 6, 6, 8, 8)]
+    sched = [op for i in range(6) for op in (("F", i), ("B", i))]
+    ours = run(model, "fxslots", xs, sched, steps=3, options={"slots": 1})
+    assert OutKind.GRADS in kinds
+    assert_same(ours, run(model, "aot_eager", xs, sched, steps=3))
+
+
+def test_autograd_grad_results_the_caller_keeps_stay_intact(stand_in_graphs):  # noqa: F811
+    """``torch.autograd.grad`` hands the gradients to the caller, who may keep them (a
+    zero-bubble schedule's weight gradients): later backwards never write over them."""
+    torch.manual_seed(0)
+    m = MLP(16, 32, 3)
+    e = MLP(16, 32, 3)
+    e.load_state_dict(m.state_dict())
+    c = torch.compile(m, backend="fxslots", options={"slots": 1})
+    kept = []
+    for _ in range(6):
+        x = torch.randn(4, 16)
+        got = torch.autograd.grad(c(x).sum(), list(m.parameters()))
+        want = torch.autograd.grad(e(x).sum(), list(e.parameters()))
+        kept.append((got, [w.clone() for w in want]))
+    for got, want in kept:
+        assert all(torch.equal(g, w) for g, w in zip(got, want, strict=True))

@@ -132,21 +132,25 @@ class GraphExecutor:
                          grads is not None,
                          self.outputs.generation if delivered is not None else -1)
         cap = self.graphs.get(key)
-        # Delivering: outputs left in the pool go to fresh memory (the buffer is in use).
-        out = self.outputs if delivered is None else None
+        # Where this region's backwards deliver, the buffer holds their gradients (the .grad
+        # of a later accumulating backward, say): outputs left in the pool go to fresh memory.
+        out = self.outputs if not self._delivers(variant) else None
         if cap is not None and self._replay(cap, gargs, slot):
             return cap.results((None, None), variant.device, out, grads=delivered)
         if slot.saved_outs is not None:  # tokens in the saved places: this run reads views
             saved_views(variant.saved_backward_args, slot.saved_outs, gargs)
         return self._first_runs(variant, slot, key, gargs, (), len(gargs), (None, None),
-                                delivered)
+                                delivered, out)
+
+    def _delivers(self, variant: Variant) -> bool:
+        return variant.deliver is not None and self.outputs.held <= HELD_LIMIT
 
     def _deliver_into(self, variant: Variant, gargs: list[Any]) -> Any:
         """The output buffer's alias this backward writes its gradients into (their views
         appended to ``gargs``), or None when its gradients are copied out."""
         d = variant.deliver
         # create_graph=True: the gradients join a graph that may outlive the next backward
-        if d is None or self.outputs.held > HELD_LIMIT or torch.is_grad_enabled():
+        if not self._delivers(variant) or torch.is_grad_enabled():
             return None
         generation = self.outputs.generation
         alias = self.outputs.alias(d.nbytes, variant.device)
@@ -197,7 +201,7 @@ class GraphExecutor:
         return gargs
 
     def _first_runs(self, variant, slot, key, gargs, stage, nargs, aliases,
-                    delivered=None) -> Any:
+                    delivered=None, out=None) -> Any:
         """Warm up (once per graph), else capture and replay; or run uncaptured."""
         delivers = key.delivers != -1
         gm = variant.runner(key.direction, key.accumulate, delivers)
@@ -214,8 +218,7 @@ class GraphExecutor:
         cap.graph.replay()
         if key.direction is Direction.FORWARD:
             return cap.results(aliases, variant.device)
-        return cap.results(aliases, variant.device, None if delivers else self.outputs,
-                           grads=delivered)
+        return cap.results(aliases, variant.device, out, grads=delivered)
 
     def _capture(self, variant, slot, key, gm, gargs, stage, nargs) -> Captured | None:
         try:
