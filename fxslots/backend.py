@@ -254,6 +254,8 @@ class _Compiler:
         if isinstance(variant.executor, GraphExecutor) and variant.executor.capturing:
             variant.deliver = grads.deliver(bw, variant.device, self.options, example_inputs,
                                             what)
+            if variant.deliver is not None:
+                self.record.delivering = format_graph(variant.deliver.graph, "backward")
         log.info("compile_backward: %s reads saved tensors from its slot", variant.name)
         return boxed(variant.backward)
 

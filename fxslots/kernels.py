@@ -103,8 +103,8 @@ def compile_forward(variant: Any, fw: fx.GraphModule, example_inputs: Any, stati
 
 
 def compile_graph(gm: fx.GraphModule, example_inputs: Any, what: str, options: Options, *,
-                  is_backward: bool = False, is_inference: bool = False
-                  ) -> Callable[..., Any] | None:
+                  is_backward: bool = False, is_inference: bool = False,
+                  instead: str = "it runs with ATen kernels") -> Callable[..., Any] | None:
     """Inductor's compile of a graph fxslots does not rewrite (a backward, an inference graph,
     a forward that runs without slots); None when Inductor cannot take it."""
     try:
@@ -116,7 +116,7 @@ def compile_graph(gm: fx.GraphModule, example_inputs: Any, what: str, options: O
         compiled = _torch.inductor_compile(gm, list(example_inputs), static_input_idxs=[],
                                            is_backward=is_backward, is_inference=is_inference)
     except Exception as e:  # noqa: BLE001 - Inductor's failures are many; each falls back
-        _inductor_failed(what, e, options.strict)
+        _inductor_failed(what, e, options.strict, instead)
         return None
     log.debug("Inductor's code for %s:\n%s", what, _torch.inductor_output_code(compiled))
     return _unboxed(compiled)
@@ -137,7 +137,8 @@ def compile_deliver(d: Any, example_inputs: Any, what: str, options: Options) ->
     take it (the gradients are then copied out, as without it)."""
     buffers = list(d.graph.graph.find_nodes(op="placeholder"))[len(example_inputs):]
     run = compile_graph(d.graph, list(example_inputs) + [b.meta["val"] for b in buffers],
-                        what, options, is_backward=True)
+                        what, options, is_backward=True,
+                        instead="the backward's gradients are copied out of the pool instead")
     return None if run is None else dataclasses.replace(d, kernel=run)
 
 

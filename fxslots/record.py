@@ -45,6 +45,7 @@ class CompiledGraphs:
     forward_before: str
     forward_after: str
     backward: str = ""
+    delivering: str = ""  # under CUDA graphs: the backward that writes gradients to the buffer
     fallback: str | None = None
     forward_lines: tuple[GraphLine, ...] = ()
     backward_lines: tuple[GraphLine, ...] = ()

@@ -33,6 +33,10 @@ class Report:
             parts.append(g.forward_after)
             parts.append("----- backward -----")
             parts.append(g.backward or "(not compiled)")
+            if g.delivering:
+                parts.append("----- backward, delivering its gradients into the output buffer "
+                             "(what CUDA graphs replay) -----")
+                parts.append(g.delivering)
             if g.plan is not None:
                 parts.append("----- plan -----")
                 parts.append(format_plan(g.saved, g.plan))

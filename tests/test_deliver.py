@@ -244,3 +244,11 @@ def test_autograd_grad_results_the_caller_keeps_stay_intact(stand_in_graphs):  #
         kept.append((got, [w.clone() for w in want]))
     for got, want in kept:
         assert all(torch.equal(g, w) for g, w in zip(got, want, strict=True))
+
+
+def test_explain_shows_the_delivering_backward(stand_in_graphs):  # noqa: F811
+    torch.manual_seed(0)
+    report = fxslots.explain(MLP(16, 32, 2), torch.randn(4, 16))
+    text = str(report)
+    assert "backward, delivering its gradients into the output buffer" in text
+    assert "mm.out" in text and "grad_out_0" in text
