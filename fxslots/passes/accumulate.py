@@ -24,15 +24,23 @@ from ..schemas import SLOT_META
 aten = torch.ops.aten
 
 
-def accumulate_grads(bw: fx.GraphModule, outputs: list[int]) -> fx.GraphModule:
-    """A new backward graph that adds its outputs at ``outputs`` into buffers passed last."""
+def twin_with_buffers(bw: fx.GraphModule, outputs: list[int], prefix: str
+                      ) -> tuple[fx.GraphModule, fx.Node, list, list[fx.Node]]:
+    """A copy of ``bw`` with one placeholder ``<prefix>_<i>`` per output ``i`` in ``outputs``,
+    after its own: the copy, its output node, its outputs (a list to edit) and the buffers."""
     gm = fx.GraphModule(bw, copy.deepcopy(bw.graph))
     graph = gm.graph
     output = next(iter(graph.find_nodes(op="output")))
-    outs = list(output.args[0])
     last = list(graph.find_nodes(op="placeholder"))[-1]
     with graph.inserting_before(last.next):
-        buffers = [graph.placeholder(f"grad_{i}") for i in outputs]
+        buffers = [graph.placeholder(f"{prefix}_{i}") for i in outputs]
+    return gm, output, list(output.args[0]), buffers
+
+
+def accumulate_grads(bw: fx.GraphModule, outputs: list[int]) -> fx.GraphModule:
+    """A new backward graph that adds its outputs at ``outputs`` into buffers passed last."""
+    gm, output, outs, buffers = twin_with_buffers(bw, outputs, "grad")
+    graph = gm.graph
     for b, i in zip(buffers, outputs, strict=True):
         b.meta["val"] = outs[i].meta.get("val")
         b.meta[SLOT_META] = f"the .grad buffer of output {i}, added into in the graph"

@@ -19,7 +19,6 @@ fixed when the graph is made); the others stay as they were, copied out after th
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -29,6 +28,7 @@ import torch.fx as fx
 from .. import _torch, ops
 from ..routes import COPY, find_route, out_arguments, resolve, updated_arguments
 from ..schemas import SLOT_META
+from .accumulate import twin_with_buffers
 
 aten = torch.ops.aten
 
@@ -71,13 +71,8 @@ def deliver_grads(bw: fx.GraphModule, outputs: list[int], extern: Callable[[Any]
     ``outputs`` order) and returns them there. ``extern``: for Inductor's form (None: ATen's),
     whether Inductor runs an op as an ATen call (only those write through an out= op; Inductor
     stores its own kernels' values into the buffer from the kernel)."""
-    gm = fx.GraphModule(bw, copy.deepcopy(bw.graph))
+    gm, output, outs, buffers = twin_with_buffers(bw, outputs, "grad_out")
     graph = gm.graph
-    output = next(iter(graph.find_nodes(op="output")))
-    outs = list(output.args[0])
-    last = list(graph.find_nodes(op="placeholder"))[-1]
-    with graph.inserting_before(last.next):
-        buffers = [graph.placeholder(f"grad_out_{i}") for i in outputs]
     roots: set[fx.Node] = set()
     delivered = tuple(_deliver_one(graph, outs, i, buf, buffers[-1], roots, extern)
                       for buf, i in zip(buffers, outputs, strict=True))
