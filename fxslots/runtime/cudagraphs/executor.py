@@ -50,11 +50,6 @@ class CaptureKey:
     # output buffer itself (-1: its gradients are copied out)
 
 
-# After this many times the caller still held the gradients of one backward when the next
-# came (each a new output buffer, and a capture), a region's backwards stop writing them into
-# the buffer and copy them out instead.
-HELD_LIMIT = 2
-
 
 class GraphExecutor:
     """Replays captured CUDA graphs for one variant; captures on first use of each key."""
@@ -134,7 +129,7 @@ class GraphExecutor:
         cap = self.graphs.get(key)
         # Where this region's backwards deliver, the buffer holds their gradients (the .grad
         # of a later accumulating backward, say): outputs left in the pool go to fresh memory.
-        out = self.outputs if not self._delivers(variant) else None
+        out = None if variant.deliver is not None and self.outputs.delivering else self.outputs
         if cap is not None and self._replay(cap, gargs, slot):
             return cap.results((None, None), variant.device, out, grads=delivered)
         if slot.saved_outs is not None:  # tokens in the saved places: this run reads views
@@ -142,21 +137,20 @@ class GraphExecutor:
         return self._first_runs(variant, slot, key, gargs, (), len(gargs), (None, None),
                                 delivered, out)
 
-    def _delivers(self, variant: Variant) -> bool:
-        return variant.deliver is not None and self.outputs.held <= HELD_LIMIT
-
     def _deliver_into(self, variant: Variant, gargs: list[Any]) -> Any:
         """The output buffer's alias this backward writes its gradients into (their views
         appended to ``gargs``), or None when its gradients are copied out."""
         d = variant.deliver
         # create_graph=True: the gradients join a graph that may outlive the next backward
-        if not self._delivers(variant) or torch.is_grad_enabled():
+        if d is None or not self.outputs.delivering or torch.is_grad_enabled():
             return None
+        if d.kernel is None and (Direction.BACKWARD, False, True) not in self.warm:
+            return None  # ATen: the plain backward's warm-up serves (no buffer held during it)
         generation = self.outputs.generation
         alias = self.outputs.alias(d.nbytes, variant.device)
         if self.outputs.generation != generation:  # graphs that wrote the old buffer are stale
             self._drop(lambda k: k.delivers not in (-1, self.outputs.generation))
-        if self.outputs.held > HELD_LIMIT:
+        if not self.outputs.delivering:
             log.info("%s: the caller kept the gradients of %d backwards past the next one; "
                      "gradients are copied out from now on", variant.name, self.outputs.held)
         gargs += make_views(alias, variant.device, d.geometry)
@@ -211,6 +205,9 @@ class GraphExecutor:
             # Lazy initialisation (cuBLAS handles, autotuning; Inductor's kernels tune at their
             # first launch, so each graph warms up once) must not land in a capture.
             self.warm.add((key.direction, key.accumulate, delivers))
+            if key.direction is Direction.BACKWARD and not key.accumulate and not delivers \
+                    and variant.deliver is not None and variant.deliver.kernel is None:
+                self.warm.add((key.direction, False, True))  # the same ATen kernels
             return gm(*gargs)
         cap = self._capture(variant, slot, key, gm, gargs, stage, nargs)
         if cap is None:

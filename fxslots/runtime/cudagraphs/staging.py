@@ -44,6 +44,12 @@ class StagingBuffer:
             w()()
 
 
+# After this many times the caller still held the gradients of one backward when the next
+# came (each a new buffer, and a capture), a region's backwards stop delivering gradients into
+# it (passes/deliver.py) and copy them out instead.
+HELD_LIMIT = 2
+
+
 class OutputBuffer:
     """Device bytes where a region's backward replays copy the gradients they hand out.
 
@@ -74,6 +80,11 @@ class OutputBuffer:
         alias = _torch.storage_alias(self.tensor.data_ptr(), device, max(nbytes, 1))
         self._owner = _torch.StorageWeakRef(alias)
         return alias
+
+    @property
+    def delivering(self) -> bool:
+        """Whether backwards may still write gradients into it themselves."""
+        return self.held <= HELD_LIMIT
 
     def free(self) -> None:
         if self._owner is None or self._owner.expired():
