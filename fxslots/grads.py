@@ -41,10 +41,11 @@ def accumulate(bw: fx.GraphModule, static: list[int], options: Options, example_
     return acc
 
 
-def deliver(bw: fx.GraphModule, device: torch.device, options: Options, example_inputs: Any,
-            what: str) -> Deliver | None:
-    """The backward that writes its gradients into the output buffer, or None (none can be)."""
-    outputs = deliverable(bw, device)
+def deliver(bw: fx.GraphModule, static: list[int], device: torch.device, options: Options,
+            example_inputs: Any, what: str) -> Deliver | None:
+    """The backward that writes parameters' gradients (of the static inputs) into the output
+    buffer, or None (none can be)."""
+    outputs = deliverable(bw, device, static)
     if not outputs:
         return None
     inductor = options.kernels == "inductor"

@@ -72,8 +72,8 @@ class _StandInCapturer:
         # backward delivers gradients) stay reserved, as pool memory.
         arenas = {a.data_ptr() for g in fxslots.regions() for sl in g.ring.slots
                   for a in (sl.arena, sl.host_arena) if a is not None}
-        arenas |= {g.outputs.tensor.data_ptr() for g in fxslots.regions()
-                   if g.outputs.tensor is not None}
+        arenas |= {b.tensor.data_ptr() for g in fxslots.regions() for b in g.outputs.values()
+                   if b.tensor is not None}
         graph.pool = [o.untyped_storage() for o in outs if isinstance(o, torch.Tensor)
                       and o.untyped_storage().data_ptr() not in arenas]
         return graph, outs

@@ -192,3 +192,51 @@ def test_input_gradients_leave_grad_buffers_alone(how):
         assert torch.equal(gx, gr)
         for a, b in zip(ours.parameters(), ref.parameters(), strict=True):
             assert torch.equal(a.grad, b.grad)
+
+
+@pytest.mark.parametrize("share", [True, False], ids=["coloured", "per-chunk"])
+@pytest.mark.usefixtures("stand_in_graphs")
+def test_a_steady_pipeline_captures_nothing(share):
+    """A rank's chunks are one compiled graph with four parameter sets; sharing one ring, they
+    meet in the same slots. Each (slot, parameter set) has its own captures: once all have run,
+    a step captures nothing (before the key named the parameters, every step of the coloured
+    interleaved schedule captured 32 graphs again, each replacing another chunk's)."""
+    ours, ref = [_block(i) for i in range(4)], [_block(i) for i in range(4)]
+    schedule = _schedule("ScheduleInterleaved1F1B", ours, n_microbatches=8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fp.compile_stages(schedule, fp.plan(schedule, share=share))
+    _steps(schedule, 2)
+    captures = fxslots.counters["captures"]
+    _steps(schedule, 3)
+    assert fxslots.counters["captures"] == captures
+    _steps(_schedule("ScheduleInterleaved1F1B", ref, n_microbatches=8), 5)
+    for a, b in zip([p for m in ours for p in m.parameters()],
+                    [p for m in ref for p in m.parameters()], strict=True):
+        assert torch.equal(a.grad, b.grad)
+
+
+@pytest.mark.usefixtures("stand_in_graphs")
+def test_chunks_sharing_a_graph_deliver_into_buffers_of_their_own():
+    """With ``zero_grad(set_to_none=True)`` each step, every chunk's first backward delivers its
+    gradients (passes/deliver.py) into the buffer of its own parameter set: none finds another
+    chunk's gradients in its way (which would stop delivery), and the gradients are eager's."""
+    ours, ref = [_block(i) for i in range(4)], [_block(i) for i in range(4)]
+    schedule = _schedule("ScheduleInterleaved1F1B", ours, n_microbatches=8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fp.compile_stages(schedule, fp.plan(schedule, share=True))
+    eager = _schedule("ScheduleInterleaved1F1B", ref, n_microbatches=8)
+    g = torch.Generator().manual_seed(0)
+    for _ in range(4):
+        x, y = torch.randn(8, 16, generator=g), torch.randn(8, 16, generator=g)
+        schedule.step(x, target=y)
+        eager.step(x, target=y)
+        for a, b in zip([p for m in ours for p in m.parameters()],
+                        [p for m in ref for p in m.parameters()], strict=True):
+            assert torch.equal(a.grad, b.grad)
+        for m in (*ours, *ref):
+            m.zero_grad(set_to_none=True)
+    buffers = [b for r in fxslots.regions() for b in r.outputs.values()]
+    assert len(buffers) == 4
+    assert all(b.held == 0 and b.tensor is not None for b in buffers), [b.held for b in buffers]

@@ -13,14 +13,15 @@ gradient (placeholders appended last) and returns the gradients there:
 - any other gets ``copy_`` into its buffer right after it is computed. Inductor computes such a
   value inside the kernel that stores it, so there too it is stored once.
 
-Only gradients of a static shape on the graph's device are delivered (the buffer's layout is
-fixed when the graph is made); the others stay as they were, copied out after the replay.
+Only parameters' gradients of a static shape on the graph's device are delivered (the buffer's
+layout is fixed when the graph is made, and an input's gradient flows on to whoever may keep
+it); the others stay as they were, copied out after the replay.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import torch
 import torch.fx as fx
@@ -51,13 +52,16 @@ class Delivered:
     in_place: bool
 
 
-def deliverable(bw: fx.GraphModule, device: torch.device) -> list[int]:
-    """The backward outputs that can be delivered: a dense tensor of static shape on
-    ``device``, returned once."""
+def deliverable(bw: fx.GraphModule, device: torch.device, params: Iterable[int]) -> list[int]:
+    """The backward outputs that can be delivered: the gradient of a parameter (an input at
+    ``params``), a dense tensor of static shape on ``device``, returned once. Not an input's
+    gradient: it flows on (to an earlier pipeline stage, say) and may be kept there past the
+    next backward, which would move the buffer every time."""
     outs = list(next(iter(bw.graph.find_nodes(op="output"))).args[0])
     nodes = [o for o in outs if isinstance(o, fx.Node)]
     keep = []
-    for i, o in enumerate(outs):
+    for i in sorted(set(params)):
+        o = outs[i] if i < len(outs) else None
         v = o.meta.get("val") if isinstance(o, fx.Node) else None
         if (isinstance(v, torch.Tensor) and v.device == device and _static(v) and _dense(v)
                 and nodes.count(o) == 1):

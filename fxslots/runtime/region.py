@@ -20,7 +20,9 @@ class Region:
 
     ring: SlotRing
     staging: StagingBuffer = field(default_factory=StagingBuffer)
-    outputs: OutputBuffer = field(default_factory=OutputBuffer)
+    # Per parameter set (ring.Slot.params): one compiled graph can serve several modules (a
+    # pipeline rank's chunks), whose gradients each backward delivers into a buffer of their own.
+    outputs: dict[int, OutputBuffer] = field(default_factory=dict)
     variants: list = field(default_factory=list)  # weak references to its Variants
     noted_capture: bool = False  # logged that a capture happened outside fxslots.prepare
     _anchors: dict[int, weakref.ref] = field(default_factory=dict)
@@ -28,6 +30,12 @@ class Region:
     @classmethod
     def new(cls, name: str, options: Options) -> "Region":
         return cls(SlotRing(name, options))
+
+    def outputs_for(self, params: int) -> OutputBuffer:
+        buffer = self.outputs.get(params)
+        if buffer is None:
+            buffer = self.outputs[params] = OutputBuffer()
+        return buffer
 
     def live_variants(self) -> list:
         return [v for v in (r() for r in self.variants) if v is not None]
@@ -52,7 +60,8 @@ class Region:
         """Give back every byte no microbatch holds, and the graphs that point at them."""
         self.ring.free()
         self.staging.free()
-        self.outputs.free()
+        for buffer in self.outputs.values():
+            buffer.free()
 
 
 def region_for(opts: Options, raw_options: Any) -> Region:

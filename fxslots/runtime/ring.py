@@ -42,6 +42,9 @@ class Slot:
     microbatch: int | None = None
     generation: int = 0  # bumps whenever the arenas move (captured graphs go stale)
     layout: Any = None  # the ViewLayout of the forward holding the slot
+    # Which parameters that forward ran with (its anchor parameter's address): one compiled
+    # graph can serve several modules (a pipeline rank's chunks), each its own captures.
+    params: int = 0
     # Set when that forward handed autograd arena tokens, not views (cudagraphs.outputs): the
     # saved outputs' (index, kind, geometry), for a backward that must rebuild the views.
     saved_outs: Any = None

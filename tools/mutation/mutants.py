@@ -269,6 +269,12 @@ MUTANTS: tuple[Mutant, ...] = (
            "            pass",
            "a captured backward writes its gradients into the output buffer itself", "cpu",
            ("tests/test_deliver.py::test_captured_backward_delivers_gradients_bitwise",)),
+    Mutant("captures-keyed-without-parameters", EXECUTOR,
+           "                         params=slot.params)",
+           "                         params=0)",
+           "one compiled graph serving several parameter sets (a rank's pipeline chunks) keeps "
+           "a capture per set", "cpu",
+           ("tests/test_pipeline_schedules.py::test_a_steady_pipeline_captures_nothing",)),
     Mutant("tokens-not-rebuilt", EXECUTOR,
            "            saved_views(variant.saved_backward_args, slot.saved_outs, gargs)",
            "            pass",

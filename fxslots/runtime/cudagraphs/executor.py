@@ -48,6 +48,7 @@ class CaptureKey:
     accumulate: bool = False  # the backward that adds into .grad buffers itself
     delivers: int = -1  # the backward that writes gradients into this generation of the
     # output buffer itself (-1: its gradients are copied out)
+    params: int = 0  # the parameters it ran with (ring.Slot.params)
 
 
 
@@ -57,7 +58,7 @@ class GraphExecutor:
     def __init__(self, variant: Variant, options: Options):
         self.options = options
         self.staging = variant.region.staging
-        self.outputs = variant.region.outputs
+        self.region = variant.region
         self.capturer = CudaCapturer(variant.device)
         self.graphs: dict[CaptureKey, Captured] = {}
         self.warm: set[tuple] = set()  # (direction, accumulate, delivers) run once uncaptured
@@ -95,7 +96,8 @@ class GraphExecutor:
                 aliases: tuple[Any, Any]) -> Any:
         if slot is None:  # nothing to save and nothing to stage: no graph needed
             return variant.runner(Direction.FORWARD)(*args)
-        key = CaptureKey(Direction.FORWARD, slot.index, slot.generation, 0, layout.key)
+        key = CaptureKey(Direction.FORWARD, slot.index, slot.generation, 0, layout.key,
+                         params=slot.params)
         cap = self.graphs.get(key)
         if cap is not None and self._replay(cap, args, slot):
             tokens = self._tokens_ok(variant, cap) and not _torch.saved_tensors_watched()
@@ -120,16 +122,17 @@ class GraphExecutor:
             self._tangents = _torch.tangent_indices(variant.backward_graph)
         tangents = [i for i in self._tangents if isinstance(args[i], torch.Tensor)]
         gargs = self._stage_backward(variant, args, tangents) + (grads or [])
-        delivered = self._deliver_into(variant, gargs) if grads is None else None
+        outputs = self.region.outputs_for(slot.params)
+        delivered = self._deliver_into(variant, gargs, outputs, slot) if grads is None else None
         key = CaptureKey(Direction.BACKWARD, slot.index, slot.generation,
                          self.staging.generation,
                          (slot.layout.key, tuple(tuple(args[i].shape) for i in tangents)),
                          grads is not None,
-                         self.outputs.generation if delivered is not None else -1)
+                         outputs.generation if delivered is not None else -1, slot.params)
         cap = self.graphs.get(key)
         # Where this region's backwards deliver, the buffer holds their gradients (the .grad
         # of a later accumulating backward, say): outputs left in the pool go to fresh memory.
-        out = None if variant.deliver is not None and self.outputs.delivering else self.outputs
+        out = None if variant.deliver is not None and outputs.delivering else outputs
         if cap is not None and self._replay(cap, gargs, slot):
             return cap.results((None, None), variant.device, out, grads=delivered)
         if slot.saved_outs is not None:  # tokens in the saved places: this run reads views
@@ -137,22 +140,23 @@ class GraphExecutor:
         return self._first_runs(variant, slot, key, gargs, (), len(gargs), (None, None),
                                 delivered, out)
 
-    def _deliver_into(self, variant: Variant, gargs: list[Any]) -> Any:
-        """The output buffer's alias this backward writes its gradients into (their views
-        appended to ``gargs``), or None when its gradients are copied out."""
+    def _deliver_into(self, variant: Variant, gargs: list[Any], outputs, slot: Slot) -> Any:
+        """The alias of ``outputs`` (an OutputBuffer) this backward writes its gradients into
+        (their views appended to ``gargs``), or None when its gradients are copied out."""
         d = variant.deliver
         # create_graph=True: the gradients join a graph that may outlive the next backward
-        if d is None or not self.outputs.delivering or torch.is_grad_enabled():
+        if d is None or not outputs.delivering or torch.is_grad_enabled():
             return None
         if d.kernel is None and (Direction.BACKWARD, False, True) not in self.warm:
             return None  # ATen: the plain backward's warm-up serves (no buffer held during it)
-        generation = self.outputs.generation
-        alias = self.outputs.alias(d.nbytes, variant.device)
-        if self.outputs.generation != generation:  # graphs that wrote the old buffer are stale
-            self._drop(lambda k: k.delivers not in (-1, self.outputs.generation))
-        if not self.outputs.delivering:
+        generation = outputs.generation
+        alias = outputs.alias(d.nbytes, variant.device)
+        if outputs.generation != generation:  # graphs that wrote the old buffer are stale
+            self._drop(lambda k: k.params == slot.params
+                       and k.delivers not in (-1, outputs.generation))
+        if not outputs.delivering:
             log.info("%s: the caller kept the gradients of %d backwards past the next one; "
-                     "gradients are copied out from now on", variant.name, self.outputs.held)
+                     "gradients are copied out from now on", variant.name, outputs.held)
         gargs += make_views(alias, variant.device, d.geometry)
         return alias
 
@@ -256,7 +260,7 @@ class GraphExecutor:
                                  if self.staging.tensor is not None else set())
         forward = key.direction is Direction.FORWARD
         if not forward:
-            arenas = ({self.outputs.tensor.data_ptr(): OutKind.GRADS}
+            arenas = ({self.region.outputs_for(key.params).tensor.data_ptr(): OutKind.GRADS}
                       if key.delivers != -1 else {})
         return Captured(graph, static, stage,
                         describe_outputs(outs, gargs, arenas, buffers),
