@@ -114,7 +114,9 @@ def format_plan(saved: SavedSet, plan: ArenaPlan) -> str:
                  + (f" (at most {plan.capacity_bound})"
                     if plan.capacity_bound is not None and not plan.capacity.is_Integer else ""))
     lines.append(f"saved bytes in slot: {plan.slot_bytes}, copy-free: {plan.copy_free_bytes}")
-    lines.append(f"bytes copied per forward: {plan.copied_bytes}")
+    lines.append(f"bytes copied per forward: {plan.copied_bytes}"
+                 + (f" (and {plan.staged_bytes} of inputs staged into the slot before each "
+                    f"replay)" if plan.staging else ""))
     if plan.host_capacity != 0:
         lines.append(f"host arena bytes per slot: {plan.host_capacity}, "
                      f"bytes offloaded per forward: {plan.offloaded_bytes}")

@@ -294,3 +294,14 @@ def test_debug_refuses_a_replay_into_a_slot_nobody_holds():
     with pytest.raises(fxslots.CaptureError, match="slot 0, which no live microbatch holds"):
         executor._check_owner(slot)
     del alias
+
+
+def test_staged_inputs_count_as_copies(stand_in_graphs):  # noqa: F811
+    """Under CUDA graphs a non-static input is copied into the slot before each replay: the
+    plan counts those bytes (issue 10) and explain() says so beside the saved values' copies."""
+    torch.manual_seed(0)
+    x = torch.randn(4, 16)
+    report = fxslots.explain(MLP(16, 32, 2), x)
+    ((_, plan),) = report.plans
+    assert plan.staging and int(plan.staged_bytes) == x.numel() * x.element_size()
+    assert f"(and {x.numel() * x.element_size()} of inputs staged" in str(report)
