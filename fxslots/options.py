@@ -69,9 +69,11 @@ class Options:
     arena_group: str | None = None
     """Compiled regions with the same group name share one slot ring and staging buffer (their
     frames are never live at once beyond ``slots``); ``fxslots.pipelining`` names one per rank."""
-    kernels: str = "aten"
+    kernels: str = field(
+        default_factory=lambda: os.environ.get("FXSLOTS_KERNELS", "").strip() or "aten")
     """Who runs the rewritten graphs: "aten" (ATen kernels, one per op) or "inductor" (Inductor
-    compiles them; saved values are stored into the slot by its kernels)."""
+    compiles them; saved values are stored into the slot by its kernels). The environment
+    variable FXSLOTS_KERNELS sets the default (to run a whole test suite under Inductor)."""
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -96,8 +98,10 @@ class Options:
                 # Registries (lists) may grow: list them; fixed pairs read as a choice.
                 what = (f"one of {valid}" if isinstance(valid, list)
                         else " or ".join(map(repr, valid)))
+                env = (" (from the environment variable FXSLOTS_KERNELS)"
+                       if name == "kernels" and os.environ.get("FXSLOTS_KERNELS") else "")
                 raise OptionsError(f"fxslots option {name!r} must be {what}, "
-                                   f"got {getattr(self, name)!r}")
+                                   f"got {getattr(self, name)!r}{env}")
 
     @classmethod
     def parse(cls, options: Mapping[str, Any] | "Options" | None) -> "Options":

@@ -658,3 +658,16 @@ def test_fallback_graph_with_strict_raises_and_training_goes_on():
         run_fb(compiled(model, slots=1), [batch(seed=i) for i in range(2)], [1, 0])
     run_fb(eager, [batch(seed=i) for i in range(2)], [1, 0])
     assert_same_grads(model, eager)
+
+
+def test_kernels_env_var_sets_the_default_and_is_checked(monkeypatch):
+    from fxslots.options import Options
+
+    monkeypatch.setenv("FXSLOTS_KERNELS", "inductor")
+    assert Options().kernels == "inductor"
+    assert Options(kernels="aten").kernels == "aten"  # an explicit option wins
+    monkeypatch.setenv("FXSLOTS_KERNELS", "triton")
+    with pytest.raises(fxslots.OptionsError, match="FXSLOTS_KERNELS"):
+        Options()
+    monkeypatch.delenv("FXSLOTS_KERNELS")
+    assert Options().kernels == "aten"
