@@ -19,7 +19,7 @@ from .options import Options
 from .passes.accumulate import accumulate_grads
 from .passes.deliver import deliver_grads, deliverable
 from .passes.observe import observe
-from .runtime.layout import pack
+from .runtime.layout import pack, view_runs
 from .runtime.variant import Accumulate, Deliver
 
 
@@ -55,7 +55,7 @@ def deliver(bw: fx.GraphModule, static: list[int], device: torch.device, options
                           f"({sum(d.in_place for d in r[1])} by their producer)")
     geometry, nbytes = pack([(d.dtype, d.shape, d.stride) for d in delivered], options.alignment)
     d = Deliver(tuple(outputs), tuple(geometry), nbytes, gm,
-                in_place=sum(x.in_place for x in delivered))
+                in_place=sum(x.in_place for x in delivered), runs=view_runs(geometry))
     if inductor:
         d = kernels.compile_deliver(d, example_inputs, f"the delivering {what}", options)
     return d

@@ -291,9 +291,7 @@ class ArenaPlan:
         return sympy.Add(*[p.nbytes for p in self.placements if p.write is Write.OUT])
 
     @property
-    def staged_bytes(self) -> Expr:
-        """Bytes of the inputs copied into the slot before each replay (CUDA graphs): copies
-        too, counted apart from ``copied_bytes`` (the saved values the forward copies)."""
+    def staged_bytes(self) -> Expr:  # inputs copied into the slot before each replay: copies
         return sympy.Add(*[span_elements(v.shape, v.stride) * v.dtype.itemsize
                            for v in self.staging])
 

@@ -58,6 +58,7 @@ class Deliver:
     graph: Callable[..., Any]  # the backward graph that takes their buffer views, last
     kernel: Callable[..., Any] | None = None  # Inductor's code for it (kernels="inductor")
     in_place: int = 0  # how many are computed into the buffer by their producer (no copy)
+    runs: tuple = ()  # runtime.layout.view_runs(geometry), grouped once
 
 
 @dataclass

@@ -9,9 +9,9 @@ tensors outlive other replays until their backward) and persistent ``.grad`` buf
 - non-static inputs are staged into the slot (forward) or the region's staging buffer (backward);
 - user outputs are copied out of the pool right after the replay into memory the caller owns,
   so a later replay of any graph may reuse those pool bytes as scratch;
-- gradients are written by the backward itself into the region's output buffer, outside the
-  pool (``passes/deliver.py``), while the caller drops them before the next backward (a
-  training loop does, at ``zero_grad``); else they too are copied out.
+- parameters' gradients are written by the backward itself into an output buffer outside the
+  pool (``passes/deliver.py``) while the caller drops them before the next backward, else they
+  too are copied out.
 """
 
 from __future__ import annotations
@@ -57,15 +57,14 @@ class GraphExecutor:
 
     def __init__(self, variant: Variant, options: Options):
         self.options = options
-        self.staging = variant.region.staging
         self.region = variant.region
         self.capturer = CudaCapturer(variant.device)
         self.graphs: dict[CaptureKey, Captured] = {}
         self.warm: set[tuple] = set()  # (direction, accumulate, delivers) run once uncaptured
         self.uncaptured: set[CaptureKey] = set()
         placeholders = list(variant.forward_graph.graph.find_nodes(op="placeholder"))
-        names = [p.name for p in placeholders]
-        self._staged = [names.index(v.holds) for v in variant.plan.staging]
+        self._staged = [[p.name for p in placeholders].index(v.holds)
+                        for v in variant.plan.staging]
         mutated = mutated_placeholders(variant.forward_graph)
         self._mutated = {i for i, p in enumerate(placeholders) if p in mutated}
         self._tangents: list[int] | None = None
@@ -75,7 +74,7 @@ class GraphExecutor:
         # Views of the staging buffer by (its generation, the staged shapes): built once.
         self._staging_views: dict[tuple, list[torch.Tensor]] = {}
         variant.ring.subscribe(self.slot_moved)
-        self.staging.subscribe(self.staging_moved)
+        self.region.staging.subscribe(self.staging_moved)
 
     def slot_moved(self, slot: int) -> None:
         """Its arenas moved: every graph of that slot points at freed memory."""
@@ -125,7 +124,7 @@ class GraphExecutor:
         outputs = self.region.outputs_for(slot.params)
         delivered = self._deliver_into(variant, gargs, outputs, slot) if grads is None else None
         key = CaptureKey(Direction.BACKWARD, slot.index, slot.generation,
-                         self.staging.generation,
+                         self.region.staging.generation,
                          (slot.layout.key, tuple(tuple(args[i].shape) for i in tangents)),
                          grads is not None,
                          outputs.generation if delivered is not None else -1, slot.params)
@@ -141,8 +140,8 @@ class GraphExecutor:
                                 delivered, out)
 
     def _deliver_into(self, variant: Variant, gargs: list[Any], outputs, slot: Slot) -> Any:
-        """The alias of ``outputs`` (an OutputBuffer) this backward writes its gradients into
-        (their views appended to ``gargs``), or None when its gradients are copied out."""
+        """The alias of ``outputs`` (an OutputBuffer) this backward delivers gradients into
+        (views appended to ``gargs``), or None: its gradients are copied out."""
         d = variant.deliver
         # create_graph=True: the gradients join a graph that may outlive the next backward
         if d is None or not outputs.delivering or torch.is_grad_enabled():
@@ -157,7 +156,7 @@ class GraphExecutor:
         if not outputs.delivering:
             log.info("%s: the caller kept the gradients of %d backwards past the next one; "
                      "gradients are copied out from now on", variant.name, outputs.held)
-        gargs += make_views(alias, variant.device, d.geometry)
+        gargs += make_views(alias, variant.device, d.geometry, d.runs)
         return alias
 
     @staticmethod
@@ -187,11 +186,11 @@ class GraphExecutor:
         """Backward arguments with the tangents copied into the staging buffer, at addresses
         that stay put from replay to replay."""
         shapes = tuple((args[i].dtype, tuple(args[i].shape), args[i].stride()) for i in tangents)
-        views = self._staging_views.get((self.staging.generation, shapes))
+        views = self._staging_views.get((self.region.staging.generation, shapes))
         if views is None:
             packed = pack(shapes, self.options.alignment)
-            views = self.staging.views(*packed, variant.device)
-            self._staging_views[(self.staging.generation, shapes)] = views
+            views = self.region.staging.views(*packed, variant.device)
+            self._staging_views[(self.region.staging.generation, shapes)] = views
         gargs = list(args)
         _torch.foreach_copy_(views, [args[i] for i in tangents])
         for i, view in zip(tangents, views, strict=True):
@@ -245,6 +244,8 @@ class GraphExecutor:
         # Saved tensors sit in the slot at addresses the key fixes (slot, generation, shape);
         # their arguments may be tokens at replay (outputs.Captured.results), so not checked.
         in_slot = {a.data_ptr() for a in (slot.arena, slot.host_arena) if a is not None}
+        if key.delivers != -1:  # the output buffer's views: its generation is in the key
+            in_slot.add(self.region.outputs_for(key.params).tensor.data_ptr())
         static = tuple((i, a.data_ptr()) for i, a in enumerate(gargs[:nargs])
                        if isinstance(a, torch.Tensor) and i not in staged
                        and a.untyped_storage().data_ptr() not in in_slot)
@@ -256,8 +257,8 @@ class GraphExecutor:
         arenas = {slot.arena.data_ptr(): OutKind.SLOT}
         if slot.host_arena is not None:
             arenas[slot.host_arena.data_ptr()] = OutKind.HOST
-        buffers = set(arenas) | ({self.staging.tensor.data_ptr()}
-                                 if self.staging.tensor is not None else set())
+        buffers = set(arenas) | ({self.region.staging.tensor.data_ptr()}
+                                 if self.region.staging.tensor is not None else set())
         forward = key.direction is Direction.FORWARD
         if not forward:
             arenas = ({self.region.outputs_for(key.params).tensor.data_ptr(): OutKind.GRADS}
@@ -287,8 +288,7 @@ class GraphExecutor:
 
 
 def _write_back(args: list[Any], pairs) -> None:
-    """A staged input the graph mutated: the caller's tensor must see the mutation."""
-    for i, staged in pairs:
+    for i, staged in pairs:  # a staged input the graph mutated: the caller must see it
         args[i].copy_(staged)
 
 
