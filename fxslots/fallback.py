@@ -22,6 +22,12 @@ def run_uncaptured(reason: str, strict: bool) -> None:
             f"fxslots: this graph runs without CUDA graphs (its slots stay): {reason}", strict)
 
 
+def go_without(reason: str, strict: bool) -> None:
+    """Report that an optional graph (a backward's accumulating or delivering twin) is not
+    used because of ``reason``; the plain backward does its work. Raises in strict mode."""
+    _report("twin_fallbacks", f"fxslots: training goes on without {reason}", strict)
+
+
 def _report(counter: str, msg: str, strict: bool) -> None:
     state.counters[counter] += 1
     if strict:

@@ -9,16 +9,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import torch.fx as fx
 
 from . import kernels
+from .errors import UnsupportedGraphError
+from .fallback import go_without
 from .options import Options
 from .passes.accumulate import accumulate_grads
 from .passes.deliver import deliver_grads, deliverable
-from .passes.observe import observe
+from .passes.observe import failure_reason, observe
 from .runtime.layout import pack, view_runs
 from .runtime.variant import Accumulate, Deliver
 
@@ -27,6 +29,34 @@ def accumulate(bw: fx.GraphModule, static: list[int], options: Options, example_
                what: str) -> Accumulate | None:
     """The backward that adds the gradients of parameters (static inputs) into their .grad
     buffers itself, or None (no parameter gets a gradient, or options say autograd does it)."""
+    return _or_without(lambda: _accumulate(bw, static, options, example_inputs, what),
+                       f"the accumulating twin of the {what}", "autograd adds its gradients",
+                       options)
+
+
+def deliver(bw: fx.GraphModule, static: list[int], device: torch.device, options: Options,
+            example_inputs: Any, what: str) -> Deliver | None:
+    """The backward that writes parameters' gradients (of the static inputs) into the output
+    buffer, or None (none can be)."""
+    return _or_without(lambda: _deliver(bw, static, device, options, example_inputs, what),
+                       f"the delivering twin of the {what}",
+                       "its gradients are copied out of the pool", options)
+
+
+def _or_without(make: Callable[[], Any], what: str, instead: str, options: Options) -> Any:
+    """``make()``, or None, with a warning naming ``what`` and the cause, when it fails: these
+    graphs only spare work the plain backward does anyway; one must never stop training."""
+    try:
+        return make()
+    except UnsupportedGraphError:  # strict=True, from inside: raised already
+        raise
+    except Exception as e:  # noqa: BLE001 - a pass failing on a graph it did not foresee
+        go_without(f"{what}: {failure_reason(e)}; {instead}", options.strict)
+        return None
+
+
+def _accumulate(bw: fx.GraphModule, static: list[int], options: Options, example_inputs: Any,
+                what: str) -> Accumulate | None:
     if options.grad_accumulation != "graph":
         return None
     outs = list(next(iter(bw.graph.find_nodes(op="output"))).args[0])
@@ -37,14 +67,12 @@ def accumulate(bw: fx.GraphModule, static: list[int], options: Options, example_
                                      summary=lambda g: f"{len(params)} gradients added in "
                                                        f"the graph when .grad exists"))
     if options.kernels == "inductor":
-        acc = kernels.compile_accumulate(acc, example_inputs, f"the accumulating {what}", options)
+        acc = kernels.compile_twin(acc, example_inputs, f"the accumulating {what}", options)
     return acc
 
 
-def deliver(bw: fx.GraphModule, static: list[int], device: torch.device, options: Options,
-            example_inputs: Any, what: str) -> Deliver | None:
-    """The backward that writes parameters' gradients (of the static inputs) into the output
-    buffer, or None (none can be)."""
+def _deliver(bw: fx.GraphModule, static: list[int], device: torch.device, options: Options,
+             example_inputs: Any, what: str) -> Deliver | None:
     outputs = deliverable(bw, device, static)
     if not outputs:
         return None
@@ -57,5 +85,8 @@ def deliver(bw: fx.GraphModule, static: list[int], device: torch.device, options
     d = Deliver(tuple(outputs), tuple(geometry), nbytes, gm,
                 in_place=sum(x.in_place for x in delivered), runs=view_runs(geometry))
     if inductor:
-        d = kernels.compile_deliver(d, example_inputs, f"the delivering {what}", options)
+        d = kernels.compile_twin(d, example_inputs, f"the delivering {what}", options,
+                                 "the backward's gradients are copied out of the pool instead")
+        if d.kernel is None:  # its ATen graph would run slower kernels than the plain one's
+            return None
     return d

@@ -122,24 +122,15 @@ def compile_graph(gm: fx.GraphModule, example_inputs: Any, what: str, options: O
     return _unboxed(compiled)
 
 
-def compile_accumulate(acc: Any, example_inputs: Any, what: str, options: Options) -> Any:
-    """``acc`` (a ``runtime.variant.Accumulate``) with Inductor's code for its graph, which
-    takes the ``.grad`` buffers after the backward's own inputs."""
-    buffers = list(acc.graph.graph.find_nodes(op="placeholder"))[len(example_inputs):]
-    run = compile_graph(acc.graph, list(example_inputs) + [b.meta["val"] for b in buffers],
-                        what, options, is_backward=True)
-    return dataclasses.replace(acc, kernel=run)
-
-
-def compile_deliver(d: Any, example_inputs: Any, what: str, options: Options) -> Any:
-    """``d`` (a ``runtime.variant.Deliver``) with Inductor's code for its graph, which takes
-    views of the output buffer after the backward's own inputs; None when Inductor cannot
-    take it (the gradients are then copied out, as without it)."""
-    buffers = list(d.graph.graph.find_nodes(op="placeholder"))[len(example_inputs):]
-    run = compile_graph(d.graph, list(example_inputs) + [b.meta["val"] for b in buffers],
-                        what, options, is_backward=True,
-                        instead="the backward's gradients are copied out of the pool instead")
-    return None if run is None else dataclasses.replace(d, kernel=run)
+def compile_twin(twin: Any, example_inputs: Any, what: str, options: Options,
+                 instead: str = "it runs with ATen kernels") -> Any:
+    """``twin`` (a ``runtime.variant.Accumulate`` or ``Deliver``: a backward graph that takes
+    buffers after the backward's own inputs) with Inductor's code for its graph in ``kernel``;
+    None there when Inductor cannot take it (``instead`` says what happens then)."""
+    buffers = list(twin.graph.graph.find_nodes(op="placeholder"))[len(example_inputs):]
+    run = compile_graph(twin.graph, list(example_inputs) + [b.meta["val"] for b in buffers],
+                        what, options, is_backward=True, instead=instead)
+    return dataclasses.replace(twin, kernel=run)
 
 
 def _unboxed(compiled: Any) -> Callable[..., Any]:

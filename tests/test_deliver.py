@@ -258,3 +258,25 @@ def test_explain_shows_the_delivering_backward(stand_in_graphs):  # noqa: F811
     text = str(report)
     assert "backward, delivering its gradients into the output buffer" in text
     assert "mm.out" in text and "grad_out_0" in text
+
+
+def test_a_failing_delivery_pass_falls_back_with_a_warning(stand_in_graphs,  # noqa: F811
+                                                           monkeypatch):
+    """The delivering twin only spares a copy: a pass failing on a graph it did not foresee
+    leaves training on the plain backward (gradients copied out), with one warning naming it;
+    ``strict=True`` raises."""
+    from fxslots import grads
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("an unforeseen graph")
+
+    monkeypatch.setattr(grads, "deliver_grads", broken)
+    torch.manual_seed(0)
+    model, xs = MLP(16, 32, 3), [torch.randn(4, 16) for _ in range(2)]
+    sched = schedule_ffbb(2)
+    with pytest.warns(UserWarning, match="without the delivering twin .* an unforeseen graph"):
+        ours = run(model, "fxslots", xs, sched, steps=3, options={"slots": 2})
+    assert fxslots.counters["twin_fallbacks"] == 1
+    assert_same(ours, run(model, "aot_eager", xs, sched, steps=3))
+    with pytest.raises(Exception, match="an unforeseen graph"):
+        run(model, "fxslots", xs, sched, options={"slots": 2, "strict": True})

@@ -30,6 +30,7 @@ from .. import _torch, ops
 from ..routes import COPY, find_route, out_arguments, resolve, updated_arguments
 from ..schemas import SLOT_META
 from .accumulate import twin_with_buffers
+from .collect import _layout  # (dense, overlapping): dense is one span the buffer holds exactly
 
 aten = torch.ops.aten
 
@@ -42,10 +43,9 @@ _VIEWS = frozenset({aten.t.default, aten.permute.default, aten.view.default,
 
 @dataclass(frozen=True)
 class Delivered:
-    """One delivered gradient: the backward output it is, the (dtype, shape, stride) of the
-    buffer region it arrives in, and whether its producer writes there (else a ``copy_``)."""
+    """One delivered gradient: the (dtype, shape, stride) of the buffer region it arrives in,
+    and whether its producer writes there (else a ``copy_``)."""
 
-    output: int
     dtype: torch.dtype
     shape: tuple[int, ...]
     stride: tuple[int, ...]
@@ -63,7 +63,7 @@ def deliverable(bw: fx.GraphModule, device: torch.device, params: Iterable[int])
     for i in sorted(set(params)):
         o = outs[i] if i < len(outs) else None
         v = o.meta.get("val") if isinstance(o, fx.Node) else None
-        if (isinstance(v, torch.Tensor) and v.device == device and _static(v) and _dense(v)
+        if (isinstance(v, torch.Tensor) and v.device == device and _static(v) and _layout(v)[0]
                 and nodes.count(o) == 1):
             keep.append(i)
     return keep
@@ -106,7 +106,7 @@ def _deliver_one(graph: fx.Graph, outs: list, i: int, buf: fx.Node, last: fx.Nod
             outs[i] = graph.call_function(aten.copy_.default, (buf, grad))
         outs[i].meta["val"] = buf.meta["val"]
         outs[i].meta[SLOT_META] = f"gradient {i} copied into the output buffer"
-    return Delivered(i, v.dtype, tuple(v.shape), tuple(v.stride()), out_op is not None)
+    return Delivered(v.dtype, tuple(v.shape), tuple(v.stride()), out_op is not None)
 
 
 def _base(node: fx.Node) -> fx.Node:
@@ -123,7 +123,7 @@ def _out_op(root: fx.Node, extern: Callable[[Any], bool] | None) -> Any:
     if extern is not None and not extern(root.target):
         return None  # Inductor's own kernel: it stores the value into the buffer itself
     v = root.meta["val"]
-    if not _static(v) or not _dense(v):
+    if not _static(v) or not _layout(v)[0]:
         return None
     route = find_route(root.target, v.device.type)
     if route.op is None or route.op == COPY or route.via is not None:
@@ -151,18 +151,6 @@ def _write_into(graph: fx.Graph, root: fx.Node, out_op: Any, buf: fx.Node, induc
 
 def _static(v: torch.Tensor) -> bool:
     return all(isinstance(x, int) for x in (*v.shape, *v.stride(), v.storage_offset()))
-
-
-def _dense(v: torch.Tensor) -> bool:
-    """Non-overlapping and dense (a permutation of a contiguous layout): the buffer region
-    holds exactly its elements."""
-    dims = sorted((st, sz) for sz, st in zip(v.shape, v.stride(), strict=True) if sz != 1)
-    expect = 1
-    for st, sz in dims:
-        if st != expect:
-            return False
-        expect *= sz
-    return True
 
 
 def _like(v: torch.Tensor) -> torch.Tensor:

@@ -275,6 +275,11 @@ MUTANTS: tuple[Mutant, ...] = (
            "one compiled graph serving several parameter sets (a rank's pipeline chunks) keeps "
            "a capture per set", "cpu",
            ("tests/test_pipeline_schedules.py::test_a_steady_pipeline_captures_nothing",)),
+    Mutant("failing-twin-crashes", "fxslots/grads.py",
+           "        go_without(f\"{what}: {failure_reason(e)}; {instead}\", options.strict)",
+           "        raise",
+           "a backward twin's pass failing on an unforeseen graph falls back with a warning",
+           "cpu", ("tests/test_deliver.py::test_a_failing_delivery_pass_falls_back_with_a_warning",)),
     Mutant("tokens-not-rebuilt", EXECUTOR,
            "            saved_views(variant.saved_backward_args, slot.saved_outs, gargs)",
            "            pass",

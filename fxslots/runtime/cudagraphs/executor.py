@@ -60,7 +60,8 @@ class GraphExecutor:
         self.region = variant.region
         self.capturer = CudaCapturer(variant.device)
         self.graphs: dict[CaptureKey, Captured] = {}
-        self.warm: set[tuple] = set()  # (direction, accumulate, delivers) run once uncaptured
+        # (direction, accumulate, a delivering graph's own kernels) run once uncaptured
+        self.warm: set[tuple] = set()
         self.uncaptured: set[CaptureKey] = set()
         placeholders = list(variant.forward_graph.graph.find_nodes(op="placeholder"))
         self._staged = [[p.name for p in placeholders].index(v.holds)
@@ -146,8 +147,8 @@ class GraphExecutor:
         # create_graph=True: the gradients join a graph that may outlive the next backward
         if d is None or not outputs.delivering or torch.is_grad_enabled():
             return None
-        if d.kernel is None and (Direction.BACKWARD, False, True) not in self.warm:
-            return None  # ATen: the plain backward's warm-up serves (no buffer held during it)
+        if d.kernel is None and (Direction.BACKWARD, False, False) not in self.warm:
+            return None  # ATen: the plain backward warms up (no buffer held during it)
         generation = outputs.generation
         alias = outputs.alias(d.nbytes, variant.device)
         if outputs.generation != generation:  # graphs that wrote the old buffer are stale
@@ -204,13 +205,12 @@ class GraphExecutor:
         gm = variant.runner(key.direction, key.accumulate, delivers)
         if not self.capturing:
             return gm(*gargs)
-        if (key.direction, key.accumulate, delivers) not in self.warm or key in self.uncaptured:
+        # A delivering graph of ATen kernels runs the plain backward's: one warm-up serves both.
+        warm = (key.direction, key.accumulate, delivers and variant.deliver.kernel is not None)
+        if warm not in self.warm or key in self.uncaptured:
             # Lazy initialisation (cuBLAS handles, autotuning; Inductor's kernels tune at their
             # first launch, so each graph warms up once) must not land in a capture.
-            self.warm.add((key.direction, key.accumulate, delivers))
-            if key.direction is Direction.BACKWARD and not key.accumulate and not delivers \
-                    and variant.deliver is not None and variant.deliver.kernel is None:
-                self.warm.add((key.direction, False, True))  # the same ATen kernels
+            self.warm.add(warm)
             return gm(*gargs)
         cap = self._capture(variant, slot, key, gm, gargs, stage, nargs)
         if cap is None:
