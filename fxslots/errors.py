@@ -42,3 +42,12 @@ class PassError(FxslotsError):
     def __str__(self) -> str:
         at = f" at node {self.node}" if self.node else ""
         return f"{self.pass_name or 'a pass'} failed{at}: {self.cause}"
+
+
+def gist(error: BaseException) -> str:
+    """The line of ``error``'s message a one-line warning shows: its first, and where that only
+    introduces what follows (Inductor's "An exception occurred in a subprocess:"), its last."""
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    return f"{lines[0]} ... {lines[-1]}" if lines[0].endswith(":") and len(lines) > 1 else lines[0]

@@ -22,7 +22,7 @@ import torch
 import torch.fx as fx
 
 from . import _torch, state
-from .errors import UnsupportedGraphError
+from .errors import UnsupportedGraphError, gist
 from .options import Options
 from .passes.audit import audit_forward
 from .passes.lower import copy_graph, lower_forward, lower_streams
@@ -143,9 +143,9 @@ def _unboxed(compiled: Any) -> Callable[..., Any]:
 def _inductor_failed(what: str, error: Exception, strict: bool,
                      instead: str = "it runs with ATen kernels") -> None:
     state.counters["inductor_fallbacks"] += 1
-    text = str(error).strip()
+    log.debug("fxslots: Inductor's error compiling %s:\n%s", what, error)
     msg = (f"fxslots: Inductor could not compile {what} ({type(error).__name__}: "
-           f"{text.splitlines()[0] if text else ''}); {instead}")
+           f"{gist(error)}); {instead}")
     if strict:
         raise UnsupportedGraphError(msg + " (strict=True)") from error
     warnings.warn(msg + " (set strict=True to make this an error)", stacklevel=4)

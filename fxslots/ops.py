@@ -87,6 +87,19 @@ def _reload_fake(members: list[torch.Tensor], device: torch.device) -> list[torc
                             m.shape, m.stride(), m.storage_offset() - lo) for m in members]
 
 
+def _reload_span(members: list[torch.Tensor], device: torch.device) -> torch.Tensor:
+    handle = streams.reload(device, *members)
+    _PENDING[handle.span.untyped_storage().data_ptr()] = handle
+    return handle.span
+
+
+def _reload_span_fake(members: list[torch.Tensor], device: torch.device) -> torch.Tensor:
+    lo = functools.reduce(torch.sym_min, [m.storage_offset() for m in members])
+    hi = functools.reduce(torch.sym_max, [m.storage_offset() + span_elements(m.shape, m.stride())
+                                          for m in members])
+    return torch.empty(hi - lo, dtype=members[0].dtype, device=device)
+
+
 def _reload_join(members: list[torch.Tensor]) -> None:
     handle = _PENDING.pop(members[0].untyped_storage().data_ptr(), None)
     if handle is not None:
@@ -99,6 +112,11 @@ def _reload_join(members: list[torch.Tensor]) -> None:
 offload_start = _define("offload_start(Tensor src, Tensor(a!) host) -> ()", _offload_start)
 offload_join = _define("offload_join(Tensor src, Tensor(a!) host) -> ()", _offload_join)
 # The reload returns the members as views of one fresh device buffer; its join "writes" them,
-# so every reader comes after it.
+# so every reader comes after it. Inductor takes each returned tensor for a buffer of its own
+# (and may reuse one's bytes while another is read), so only members that share no bytes go
+# through ``reload``; a group whose members alias comes back through ``reload_span``, its members
+# views of the one returned buffer.
 reload = _define("reload(Tensor[] members, Device device) -> Tensor[]", _reload, _reload_fake)
+reload_span = _define("reload_span(Tensor[] members, Device device) -> Tensor", _reload_span,
+                      _reload_span_fake)
 reload_join = _define("reload_join(Tensor(a!)[] members) -> ()", _reload_join)

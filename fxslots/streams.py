@@ -54,6 +54,7 @@ def offload_wait(value: torch.Tensor, event: Any) -> None:
 class Reload:
     members: list[torch.Tensor]  # device views of the reloaded span, in the order given
     event: Any
+    span: torch.Tensor | None = None  # the one device buffer the members view
 
 
 def reload(device: torch.device, *members: torch.Tensor) -> Reload:
@@ -67,13 +68,13 @@ def reload(device: torch.device, *members: torch.Tensor) -> Reload:
     views = [buf.as_strided(m.shape, m.stride(), m.storage_offset() - lo) for m in members]
     if device.type != "cuda":
         buf.copy_(src)
-        return Reload(views, None)
+        return Reload(views, None, buf)
     compute = torch.cuda.current_stream(device)
     side = side_stream(device, "h2d")
     side.wait_stream(compute)  # the bytes ``buf`` reuses are no longer read
     with torch.cuda.stream(side):
         buf.copy_(src, non_blocking=True)
-    return Reload(views, side.record_event())
+    return Reload(views, side.record_event(), buf)
 
 
 def reload_wait(handle: Reload) -> list[torch.Tensor]:

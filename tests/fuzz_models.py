@@ -455,6 +455,8 @@ def check_case(case: Case, device: str = "cpu", *, exact: bool | None = None,
     """Compile ``case``'s model with fxslots and with aot_eager, run every schedule, compare.
 
     ``exact``: bitwise against aot_eager (default: on CPU)."""
+    import torch._inductor.config as inductor_config
+
     import fxslots
 
     if exact is None:
@@ -468,7 +470,9 @@ def check_case(case: Case, device: str = "cpu", *, exact: bool | None = None,
     fxslots.reset()
     base = FuzzModel(case.ops, case.mutate_input, case.two_outputs, case.seed).to(device)
     sut, ref, eager = copy.deepcopy(base), copy.deepcopy(base), copy.deepcopy(base)
-    with _dynamo_limits(), fxslots.report.recording() as records, \
+    # Inductor draws its own random numbers unless told to call ATen's; aot_eager is the bar.
+    with _dynamo_limits(), inductor_config.patch(fallback_random=True), \
+            fxslots.report.recording() as records, \
             warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         _run_and_compare(case, device, opts, reference, exact, rtol, atol, sut, ref, eager)
@@ -494,7 +498,10 @@ def assert_slots_used(case: Case, records: list[Any], warned: list[str]) -> None
     else:
         assert not fallbacks, f"graphs ran without slots: {fallbacks}"
     assert fxslots.counters["fallbacks"] == len(fallbacks)
-    ours = [w for w in warned if w.startswith("fxslots")]
+    # Under kernels="inductor" a graph Inductor fails on runs its ATen kernels, with a warning
+    # (still in slots): Inductor 2.11's Triton codegen fails on a few dynamic backwards.
+    ours = [w for w in warned if w.startswith("fxslots")
+            and not w.startswith("fxslots: Inductor could not compile")]
     assert len(ours) == len(fallbacks) and all("runs without slots" in w for w in ours), ours
     for r in records:
         if r.fallback is not None:

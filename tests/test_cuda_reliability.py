@@ -51,6 +51,8 @@ def settled_allocated() -> int:
 
 
 def assert_close_grads(got: nn.Module, want: nn.Module, rtol=1e-5, atol=1e-5) -> None:
+    if os.environ.get("FXSLOTS_KERNELS") == "inductor":  # fused kernels sum in another order
+        rtol, atol = max(rtol, 1e-4), max(atol, 1e-4)
     for (name, p), q in zip(got.named_parameters(), want.parameters(), strict=True):
         assert (p.grad is None) == (q.grad is None), name
         if p.grad is not None:
@@ -134,7 +136,9 @@ def test_failed_capture_leaves_everything_as_it_was_and_a_retry_succeeds():
             break
         _step(eager, x)
     assert error is not None, "capturing a graph with a host sync did not fail"
-    assert "host_sync" in error and "'on_capture_failure'" in error, error
+    assert _names_the_sync(error) and "'on_capture_failure'" in error, error
+    # The failed capture left the RNG in capture mode (torch 2.11): eager dropout raised.
+    torch.nn.functional.dropout(torch.ones(4, device="cuda"), 0.5)
     # Less is fine (a capture starts by dropping cuBLAS's cached workspaces); more is a leak.
     assert settled_allocated() <= before, "the failed capture kept device memory"
     assert arena_state() == arenas, "the failed capture changed the arenas"
@@ -156,8 +160,14 @@ def test_failed_capture_leaves_everything_as_it_was_and_a_retry_succeeds():
         warnings.simplefilter("always")
         for x in xs[:4]:
             torch.testing.assert_close(_step(c2, x), _step(retry_eager, x))
-    assert any("host_sync" in str(w.message) for w in caught), [str(w.message) for w in caught]
+    assert any(_names_the_sync(str(w.message)) for w in caught), [str(w.message) for w in caught]
     assert_close_grads(retry_model, retry_eager)
+
+
+def _names_the_sync(message: str) -> bool:
+    """Under kernels="inductor" (FXSLOTS_KERNELS) the sync runs inside Inductor's code: there
+    is no node to name."""
+    return "host_sync" in message or "a call of Inductor's code" in message
 
 
 # ----------------------------------------------------------------------------- arena OOM

@@ -143,3 +143,15 @@ def test_kernels_inductor_traces_a_conv_net_with_max_pool():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_a_warning_shows_the_line_of_an_error_that_says_what_went_wrong():
+    from fxslots.errors import gist
+
+    # Inductor's subprocess errors open with a line that only introduces the traceback.
+    sub = RuntimeError("An exception occurred in a subprocess:\n\nTraceback (most recent call "
+                       "last):\n  File 'x.py'\nNameError('in_ptr1 is not defined')\n")
+    assert gist(sub) == ("An exception occurred in a subprocess: ... "
+                         "NameError('in_ptr1 is not defined')")
+    assert gist(ValueError("bad value\nmore detail")) == "bad value"
+    assert gist(ValueError("")) == ""

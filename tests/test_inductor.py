@@ -231,6 +231,35 @@ def test_side_stream_copies_survive_inductor(caplog):
     assert_same(ours, run(model, "inductor", xs, sched, steps=2, set_to_none=False))
 
 
+class _SavedTwice(nn.Module):
+    """The default partitioner saves the softmax and an ``expand`` of it: one offloaded group
+    with two members that share bytes."""
+
+    def forward(self, x):
+        a = (x @ x.transpose(-2, -1)) * 0.5
+        return a.softmax(dim=-1) @ x
+
+
+def test_members_of_one_reloaded_group_alias_in_inductors_code(caplog):
+    """Inductor takes every tensor an operator returns for a buffer of its own: two members of
+    one group returned apart let it reuse one's bytes while the other is still read (wrong input
+    gradients on the H200, fuzz case 20). They come back as views of one reloaded span."""
+    xs = [torch.randn(2, 5, 8, generator=torch.Generator().manual_seed(i)) for i in range(2)]
+    options = {"kernels": "inductor", "partitioner": "default", "offload": "above:64"}
+    with caplog.at_level(logging.DEBUG, logger="fxslots.kernels"):
+        c = torch.compile(_SavedTwice(), backend="fxslots", options=options, dynamic=False)
+        for x in xs:
+            got, want = x.clone().requires_grad_(), x.clone().requires_grad_()
+            c(got).sum().backward()
+            _SavedTwice()(want).sum().backward()
+            torch.testing.assert_close(got.grad, want.grad)
+    bw = _code_of(caplog, "the backward graph")
+    span = re.search(r"(buf\d+) = torch\.ops\.fxslots\.reload_span\.default\(\[(\w+), (\w+)\]", bw)
+    assert span, bw
+    assert "fxslots.reload.default([" + span.group(2) not in bw
+    assert "reload_join" in bw[span.end():], bw
+
+
 def test_graph_executor_replays_inductor_code(stand_in_graphs):  # noqa: F811
     """The CUDA-graph executor's bookkeeping with Inductor's code as the captured callable
     (on CPU, with the stand-in graph of test_graph_executor_cpu.py)."""

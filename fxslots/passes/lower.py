@@ -205,24 +205,57 @@ def _offload(graph: fx.Graph, node: fx.Node) -> None:
 
 def _reload(graph: fx.Graph, node: fx.Node) -> None:
     """``reload(device, *members)`` -> handle; ``reload_wait(handle)`` -> members, read
-    through ``getitem``."""
+    through ``getitem``. Members that share bytes (a saved tensor and a view of it) become
+    ``as_strided`` views of one reloaded span, so that Inductor knows they alias; where their
+    geometry is symbolic, each is reloaded on its own (its bytes move once per member)."""
     device, *members = node.args
-    with graph.inserting_before(node):
-        got = graph.call_function(ops.reload, (list(members), device))
-        views = [graph.call_function(operator.getitem, (got, i)) for i in range(len(members))]
-    got.meta[SLOT_META] = node.meta.get(SLOT_META)
     vals = [m.meta.get("val") for m in members]
+    spans = _spans(vals) if len(members) > 1 else None
+    with graph.inserting_before(node):
+        if spans is not None:
+            gots = [graph.call_function(ops.reload_span, (list(members), device))]
+            views = [graph.call_function(aten.as_strided.default, (gots[0], *g)) for g in spans]
+            joins = [gots]
+        else:
+            gots = [graph.call_function(ops.reload, ([m], device)) for m in members]
+            views = [graph.call_function(operator.getitem, (g, 0)) for g in gots]
+            joins = [[v] for v in views]
+    for got in gots:
+        got.meta[SLOT_META] = node.meta.get(SLOT_META)
     if all(_torch.is_fake(v) for v in vals):  # the device-side views, for Inductor's passes
-        with vals[0].fake_mode:
-            got.meta["val"] = ops.reload(vals, device)
-        for view, val in zip(views, got.meta["val"], strict=True):
-            view.meta["val"] = val
+        _fake_reloads(gots, views, vals, spans, device)
     for ready in list(node.users):
         with graph.inserting_before(ready):
-            join = graph.call_function(ops.reload_join, (views,))
-        join.meta[SLOT_META] = ready.meta.get(SLOT_META)
+            for joined in joins:
+                join = graph.call_function(ops.reload_join, (joined,))
+                join.meta[SLOT_META] = ready.meta.get(SLOT_META)
         for item in list(ready.users):
             item.replace_all_uses_with(views[item.args[1]])
             graph.erase_node(item)
         graph.erase_node(ready)
     graph.erase_node(node)
+
+
+def _spans(vals: list[Any]) -> list[tuple[list[int], list[int], int]] | None:
+    """Each member's size, stride and offset in the span its group reloads into; None where
+    any of them is symbolic (or a member has no fake value)."""
+    if not all(_torch.is_fake(v) for v in vals):
+        return None
+    geo = [(list(v.shape), list(v.stride()), v.storage_offset()) for v in vals]
+    if not all(isinstance(x, int) for size, stride, off in geo for x in (*size, *stride, off)):
+        return None
+    lo = min(off for *_, off in geo)
+    return [(size, stride, off - lo) for size, stride, off in geo]
+
+
+def _fake_reloads(gots: list[fx.Node], views: list[fx.Node], vals: list[Any],
+                  spans: list[Any] | None, device: Any) -> None:
+    with vals[0].fake_mode:
+        if spans is not None:
+            span = gots[0].meta["val"] = ops.reload_span(vals, device)
+            for view, g in zip(views, spans, strict=True):
+                view.meta["val"] = aten.as_strided.default(span, *g)
+            return
+        for got, view, val in zip(gots, views, vals, strict=True):
+            got.meta["val"] = ops.reload([val], device)
+            view.meta["val"] = got.meta["val"][0]

@@ -280,6 +280,13 @@ MUTANTS: tuple[Mutant, ...] = (
            "        raise",
            "a backward twin's pass failing on an unforeseen graph falls back with a warning",
            "cpu", ("tests/test_deliver.py::test_a_failing_delivery_pass_falls_back_with_a_warning",)),
+    Mutant("aliased-members-reloaded-apart", "fxslots/passes/lower.py",
+           "    spans = _spans(vals) if len(members) > 1 else None",
+           "    spans = None",
+           "members of one offloaded group that share bytes reach Inductor as views of one "
+           "reloaded buffer (apart, it may reuse one's bytes while the other is read)", "cpu",
+           ("tests/test_inductor.py::"
+            "test_members_of_one_reloaded_group_alias_in_inductors_code",)),
     Mutant("tokens-not-rebuilt", EXECUTOR,
            "            saved_views(variant.saved_backward_args, slot.saved_outs, gargs)",
            "            pass",

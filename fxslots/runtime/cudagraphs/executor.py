@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from ... import _torch, state
-from ...errors import CaptureError
+from ...errors import CaptureError, gist
 from ...options import Options
 from ...passes.collect import mutated_placeholders
 from ..layout import geometry_of, make_views, pack, slot_views
@@ -275,10 +275,9 @@ class GraphExecutor:
             where = "its start"
         else:  # Inductor's code runs as one call
             where = "a call of Inductor's code (no node to name)"
-        first = str(root).strip().splitlines()[0] if str(root).strip() else ""
         msg = (f"fxslots: capturing the {key.direction.value} graph of {variant.name} (slot "
                f"{slot.index}) as a CUDA graph failed at {where}: {type(root).__name__}: "
-               f"{first}. Set options={{'on_capture_failure': 'eager'}} to run this graph "
+               f"{gist(root)}. Set options={{'on_capture_failure': 'eager'}} to run this graph "
                f"without a CUDA graph, or options={{'cudagraphs': False}} for the whole model")
         if self.options.on_capture_failure == "eager":
             warnings.warn(msg, stacklevel=4)

@@ -19,6 +19,7 @@ import torch
 import torch.fx as fx
 
 from ... import _torch, state
+from ...errors import gist
 
 log = logging.getLogger(__name__)
 
@@ -148,8 +149,8 @@ def recover(device: torch.device, pool: SharedPool, stream: torch.cuda.Stream) -
     stream, the allocator's routing into the shared pool and, on torch versions that keep one
     capture flag per RNG generator, that flag. A capture that completes on the pool proves it
     usable again and clears the flag; where some allocator (the pinned host one has no Python
-    hook) still counts the pool as recording, the pool is retired: graphs captured in it keep
-    working, new ones go to a fresh pool."""
+    hook) still counts the pool as recording, the pool is retired (graphs captured in it keep
+    working, new ones go to a fresh pool) and a private capture clears the flag."""
     torch.cuda.set_stream(stream)
     index = device_index(device)
     _torch.end_allocate_to_pool(index, pool.handle)
@@ -163,9 +164,26 @@ def recover(device: torch.device, pool: SharedPool, stream: torch.cuda.Stream) -
         torch.cuda.set_stream(stream)
         _torch.end_allocate_to_pool(index, pool.handle)
         log.warning("fxslots: the failed capture left the shared CUDA graph pool unusable (%s); "
-                    "later graphs go to a new pool", str(e).strip().splitlines()[0])
+                    "later graphs go to a new pool", gist(e))
         pool.free()
+        end_rng_capture(device)
     torch.cuda.synchronize(device)
+
+
+def end_rng_capture(device: torch.device) -> None:
+    """Take the device's default RNG generator out of capture mode. A capture that fails inside
+    ``capture_end`` never reaches the generator's capture epilogue, and on torch 2.11 every
+    random op outside a graph then raises "Offset increment outside graph capture encountered
+    unexpectedly" (seen on the H200: dropout after a failed capture). Any capture that completes
+    ends it; this one goes to a private pool, freed with the graph."""
+    try:
+        probe = torch.cuda.CUDAGraph()
+        with torch.cuda.device(device), torch.cuda.graph(probe):
+            torch.zeros(1, device=device)
+        del probe
+    except RuntimeError as e:
+        log.warning("fxslots: after the failed capture, random ops on %s may fail outside CUDA "
+                    "graphs (%s)", device, gist(e))
 
 
 def _exception_chain(e: BaseException | None):
