@@ -210,6 +210,7 @@ def fxslots_figures() -> dict[str, Any]:
     slots = [s.nbytes for r in fxslots.regions() for s in r.ring.slots]
     saved = sum(x["slot_bytes"] for x in lays)
     return dict(captures=fxslots_counter("captures"), compiles=fxslots_counter("compiles"),
+                recaptures=fxslots_counter("recaptures"),
                 slot_bytes=sum(slots), n_slots=len(slots), layouts=len(lays),
                 largest_saved_bytes=max((x["slot_bytes"] for x in lays), default=0),
                 # Staged inputs are copies too (issue 10): counted in, and shown apart.

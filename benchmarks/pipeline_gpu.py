@@ -54,7 +54,8 @@ def main() -> None:
     ap.add_argument("--schedules", default=",".join(CASES))
     ap.add_argument("--cases", default=None, help="a comma list; default: all of a schedule's")
     ap.add_argument("--layers", type=int, default=None, help="override the model's layers")
-    ap.add_argument("--warmup", type=int, default=3, help="untimed repetitions (captures)")
+    ap.add_argument("--warmup", type=int, default=3,
+                    help="untimed repetitions at least (then until one captures nothing)")
     ap.add_argument("--reps", type=int, default=7, help="timed repetitions (2 steps each)")
     ap.add_argument("--case-timeout", type=float, default=300)
     ap.add_argument("--append", action="store_true",
@@ -137,9 +138,18 @@ def _fmt(r: dict) -> str:
                        if k not in ("arena_bytes",)})
 
 
+def _captures(r: dict) -> str:
+    """All captures, and in parentheses those made in the timed steps (and recaptures of a
+    graph whose unstaged input moved): a steady pipeline makes none there."""
+    if r.get("captures") is None:
+        return "-"
+    timed = r.get("captures_timed")
+    return f"{r['captures']}" + ("" if timed is None else f" ({timed})")
+
+
 def table(rows: list[dict], markdown: bool = False) -> str:
     head = ("schedule", "case", "rank", "ms/step", "min-max", "x eager", "x r-o", "peak GiB",
-            "reserved", "captures", "slots", "slot MiB", "x frames", "grad err", "error")
+            "reserved", "captures (timed)", "slots", "slot MiB", "x frames", "grad err", "error")
     lines = [_line(r, rows) for r in rows]
     if markdown:
         return "\n".join("| " + " | ".join(map(str, x)) + " |"
@@ -162,7 +172,7 @@ def _line(r: dict, rows: list[dict]) -> tuple:
     spread = "-" if r.get("ms_min") is None else f"{r['ms_min']:.1f}-{r['ms_max']:.1f}"
     return (r["schedule"], r["case"], r["rank"], f("ms_per_step", ".2f"), spread,
             ratio("eager"), ratio("reduce-overhead"), f("peak_alloc_gib", ".2f"),
-            f("reserved_gib", ".2f"), f("captures", "d"), f("slots", "d"),
+            f("reserved_gib", ".2f"), _captures(r), f("slots", "d"),
             "-" if r.get("slot_bytes") is None else f"{r['slot_bytes'] / 2**20:.1f}",
             f("slots_x_saved_ratio", ".3f"), f("max_grad_err", ".1e"),
             (r.get("error") or "")[:70])

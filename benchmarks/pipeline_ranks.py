@@ -157,6 +157,21 @@ class Case:
         self.sync()
         return time.perf_counter() - t0
 
+    def warm_up(self) -> int:
+        """The untimed repetitions: at least ``warmup``, then until one captures nothing (a
+        ring whose slot count does not divide a step's forwards meets a new (slot, chunk,
+        shape) for several steps), at most 5 more; how many ran. Both ranks stop together."""
+        n = 0
+        while True:
+            before = _fxslots_counters()["captures"]
+            self.rep()
+            n += 1
+            quiet = torch.tensor([int(_fxslots_counters()["captures"] == before)],
+                                 device=self.device)
+            dist.all_reduce(quiet, op=dist.ReduceOp.MIN)
+            if n >= self.cfg["warmup"] and (quiet.item() or n >= self.cfg["warmup"] + 5):
+                return n
+
     def sync(self) -> None:
         if self.cuda:
             torch.cuda.synchronize(self.device)
@@ -171,10 +186,12 @@ class Case:
             row["stages"] = sorted(self.modules)
             self.memory_start(row)
             t0 = time.perf_counter()
-            for _ in range(self.cfg["warmup"]):
-                self.rep()
+            row["warm_reps"] = self.warm_up()
             row["warm_s"] = time.perf_counter() - t0
+            before = _fxslots_counters()
             times = [self.rep() / len(self.cfg["seqs"]) * 1e3 for _ in range(self.cfg["reps"])]
+            # A capture in the timed steps costs milliseconds: the steady state should have none.
+            row.update({f"{k}_timed": v - before[k] for k, v in _fxslots_counters().items()})
             row.update(ms_per_step=statistics.median(times), ms_min=min(times),
                        ms_max=max(times), ms_all=times)
             self.memory_end(row)
@@ -243,6 +260,7 @@ class Case:
                                            evaluate(v.plan.slot_bytes, env))
         arena = fp.arena_bytes()
         row.update(captures=fxslots.counters["captures"], fallbacks=fxslots.counters["fallbacks"],
+                   recaptures=fxslots.counters["recaptures"],
                    compiles=fxslots.counters["compiles"],
                    slot_bytes=sum(arena.values()), arena_bytes=arena,
                    slots=sum(len(r.slots) for r in rings.values()),
@@ -264,3 +282,9 @@ def _root_line(e: BaseException) -> str:
         e = e.__cause__
     lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
     return f"{type(e).__name__}: {lines[0][:300] if lines else ''}"
+
+
+def _fxslots_counters() -> dict[str, int]:
+    import fxslots
+
+    return {k: fxslots.counters[k] for k in ("captures", "recaptures")}

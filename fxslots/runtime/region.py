@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,6 +12,8 @@ from ..errors import OptionsError
 from ..options import Options
 from .cudagraphs.staging import OutputBuffer, StagingBuffer
 from .ring import SlotRing
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(eq=False)
@@ -25,6 +28,7 @@ class Region:
     outputs: dict[int, OutputBuffer] = field(default_factory=dict)
     variants: list = field(default_factory=list)  # weak references to its Variants
     noted_capture: bool = False  # logged that a capture happened outside fxslots.prepare
+    noted_recapture: bool = False  # warned that a moved input made a graph capture again
     _anchors: dict[int, weakref.ref] = field(default_factory=dict)
 
     @classmethod
@@ -36,6 +40,22 @@ class Region:
         if buffer is None:
             buffer = self.outputs[params] = OutputBuffer()
         return buffer
+
+    def note_recapture(self, argument: int) -> None:
+        """A captured graph found an input it does not stage (a parameter, a buffer) at another
+        address than at capture, so it captures again: once in a while harmless, every step a
+        capture's cost per step. Counted (``fxslots.counters["recaptures"]``); the first warns."""
+        state.counters["recaptures"] += 1
+        if self.noted_recapture:
+            log.info("%s: argument %d moved since capture; capturing again", self.ring.name,
+                     argument)
+            return
+        self.noted_recapture = True
+        log.warning("fxslots: %s: argument %d of a captured graph (a parameter or buffer, which "
+                    "replays read in place) is at another address than at capture, so the graph "
+                    "is captured again; if this repeats every step, keep that tensor's storage "
+                    "(update it in place) or set options={'cudagraphs': False}", self.ring.name,
+                    argument)
 
     def live_variants(self) -> list:
         return [v for v in (r() for r in self.variants) if v is not None]

@@ -416,6 +416,13 @@ MUTANTS: tuple[Mutant, ...] = (
            "a failed capture leaves the streams and allocator as they were", "cuda",
            ("tests/test_cuda_reliability.py::"
             "test_failed_capture_leaves_everything_as_it_was_and_a_retry_succeeds",)),
+    Mutant("failed-capture-leaves-rng-capturing", POOL,
+           "        end_rng_capture(device)\n",
+           "",
+           "after a failed capture that retires the pool, random ops outside graphs still work "
+           "(the RNG's capture flag is cleared)", "cuda",
+           ("tests/test_cuda_reliability.py::"
+            "test_failed_capture_leaves_everything_as_it_was_and_a_retry_succeeds",)),
     Mutant("offload-copy-blocking", STREAMS,
            "host.copy_(value, non_blocking=True)",
            "host.copy_(value)",

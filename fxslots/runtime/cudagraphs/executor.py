@@ -173,10 +173,9 @@ class GraphExecutor:
         """Replay ``cap`` on ``args``; False (and nothing done) if an input moved since capture."""
         if self.options.debug:
             _check_owner(slot)
-        for i, ptr in cap.static:
-            if args[i].data_ptr() != ptr:
-                log.info("an input moved since capture (argument %d); capturing again", i)
-                return False
+        if (moved := cap.moved(args)) is not None:
+            self.region.note_recapture(moved)
+            return False
         if cap.stage:  # one multi-tensor copy for every staged input
             _torch.foreach_copy_([dst for _, dst in cap.stage], [args[i] for i, _ in cap.stage])
         cap.graph.replay()

@@ -58,6 +58,11 @@ class Captured:
                                           16)
         self._by_kind[OutKind.POOL] = (pool, view_runs(geometry))
 
+    def moved(self, args: list[Any]) -> int | None:
+        """The first argument not staged by fxslots whose address differs from the capture's
+        (a replay would read stale memory there); None when all are in place."""
+        return next((i for i, ptr in self.static if args[i].data_ptr() != ptr), None)
+
     def results(self, aliases: tuple[Any, Any], device: torch.device,
                 out: Any = None, tokens: bool = False, grads: Any = None) -> list[Any]:
         """The outputs of the replay just made, as the caller may keep them; pool outputs are
