@@ -385,3 +385,32 @@ def test_cuda_inductor_offload_is_captured():
              if s.host_arena is not None]
     assert hosts and all(h.is_pinned() for h in hosts)
     assert fxslots.counters["captures"] > 0 and fxslots.counters["inductor_fallbacks"] == 0
+
+
+@pytest.mark.cuda
+def test_cuda_inductor_dropout_masks_are_fresh_and_backward_uses_them():
+    """With kernels="inductor" dropout draws from Inductor's own RNG inside the captured graph:
+    each replay must draw a new mask (the generator's graph-safe offsets), and the backward
+    must use the mask its forward drew. Checked against the forward's own output: y = h * mask
+    * 2, so dx = (g * mask * 2) @ W wherever h is not exactly 0."""
+    torch.manual_seed(0)
+    lin = nn.Linear(64, 64).cuda()
+
+    def f(x):
+        return torch.nn.functional.dropout(lin(x), p=0.5, training=True)
+
+    c = torch.compile(f, backend="fxslots", options={"kernels": "inductor"}, dynamic=False)
+    masks = []
+    for _ in range(6):  # warm-up, capture, replays
+        x = torch.randn(32, 64, device="cuda", requires_grad=True)
+        y = c(x)
+        g = torch.randn_like(y)
+        y.backward(g)
+        mask = y != 0
+        h = lin(x).detach()
+        torch.testing.assert_close(y.detach(), h * mask * 2.0, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(x.grad, (g * mask * 2.0) @ lin.weight.detach(),
+                                   rtol=1e-4, atol=1e-4)
+        masks.append(mask)
+    assert fxslots.counters["captures"] > 0
+    assert all(not torch.equal(a, b) for a, b in zip(masks, masks[1:])), "a mask repeated"
