@@ -197,10 +197,11 @@ def test_a_moved_parameter_is_captured_again(stand_in_graphs, caplog, layer):
     ref.load_state_dict(ours.state_dict())
     f = torch.compile(ours, backend="fxslots", options={"slots": 1})
     f_ref = torch.compile(ref, backend="aot_eager")
-    xs = [torch.randn(4, 16, generator=torch.Generator().manual_seed(i)) for i in range(6)]
+    xs = [torch.randn(4, 16, generator=torch.Generator().manual_seed(i)) for i in range(8)]
     for i, x in enumerate(xs):
         if i == 3:  # after warm-up, capture and a replay
             captures = fxslots.counters["captures"]
+        if i >= 3:  # and at every step after: each replay finds it moved
             for m in (ours, ref):
                 with torch.no_grad():
                     m.layers[layer].weight.data = m.layers[layer].weight.data * 2
@@ -213,11 +214,12 @@ def test_a_moved_parameter_is_captured_again(stand_in_graphs, caplog, layer):
         assert torch.equal(a.grad, b.grad)
     if layer == 0:
         return
-    # Recapturing every step would cost a capture per step: counted, and the first one warned.
-    assert fxslots.counters["recaptures"] >= 1
-    warned = [r for r in caplog.records if "captured again" in r.getMessage()
+    # A recapture every step costs a capture every step: counted, and warned about once, when
+    # one graph has done it three times (a first .grad buffer moving in warm-up stays quiet).
+    assert fxslots.counters["recaptures"] >= 3
+    warned = [r.getMessage() for r in caplog.records if "captured again" in r.getMessage()
               and r.levelname == "WARNING"]
-    assert len(warned) == 1 and "update it in place" in warned[0].getMessage(), warned
+    assert len(warned) == 1 and "3 times" in warned[0] and "in place" in warned[0], warned
 
 
 def _train_pair(options, steps, between=None, hooks=None):

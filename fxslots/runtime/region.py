@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import weakref
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +15,7 @@ from .cudagraphs.staging import OutputBuffer, StagingBuffer
 from .ring import SlotRing
 
 log = logging.getLogger(__name__)
+RECAPTURES_NOTED = 3  # recaptures of one graph before the warning: past warm-up's
 
 
 @dataclass(eq=False)
@@ -28,7 +30,8 @@ class Region:
     outputs: dict[int, OutputBuffer] = field(default_factory=dict)
     variants: list = field(default_factory=list)  # weak references to its Variants
     noted_capture: bool = False  # logged that a capture happened outside fxslots.prepare
-    noted_recapture: bool = False  # warned that a moved input made a graph capture again
+    noted_recapture: bool = False  # warned that moved inputs keep making a graph capture again
+    _recaptures: Counter = field(default_factory=Counter)  # by capture key
     _anchors: dict[int, weakref.ref] = field(default_factory=dict)
 
     @classmethod
@@ -41,20 +44,24 @@ class Region:
             buffer = self.outputs[params] = OutputBuffer()
         return buffer
 
-    def note_recapture(self, argument: int) -> None:
-        """A captured graph found an input it does not stage (a parameter, a buffer) at another
-        address than at capture, so it captures again: once in a while harmless, every step a
-        capture's cost per step. Counted (``fxslots.counters["recaptures"]``); the first warns."""
+    def note_recapture(self, key: Any, argument: int) -> None:
+        """The graph captured under ``key`` found an input it reads in place (a parameter, a
+        buffer, the .grad an accumulating backward adds into) at another address than at
+        capture, so it captures again: harmless while training warms up (the first .grad
+        buffers), a capture's cost per step if it repeats. Counted
+        (``fxslots.counters["recaptures"]``); the third time one graph does it, a warning."""
         state.counters["recaptures"] += 1
-        if self.noted_recapture:
+        self._recaptures[key] += 1
+        if self.noted_recapture or self._recaptures[key] < RECAPTURES_NOTED:
             log.info("%s: argument %d moved since capture; capturing again", self.ring.name,
                      argument)
             return
         self.noted_recapture = True
-        log.warning("fxslots: %s: argument %d of a captured graph (a parameter or buffer, which "
-                    "replays read in place) is at another address than at capture, so the graph "
-                    "is captured again; if this repeats every step, keep that tensor's storage "
-                    "(update it in place) or set options={'cudagraphs': False}", self.ring.name,
+        log.warning("fxslots: %s: a captured graph was captured again %d times because an "
+                    "argument it reads in place (argument %d: a parameter, a buffer or a .grad "
+                    "an accumulating backward adds into) keeps moving, which costs a capture "
+                    "each time; keep that tensor's storage (update it in place), or set "
+                    "options={'cudagraphs': False}", self.ring.name, self._recaptures[key],
                     argument)
 
     def live_variants(self) -> list:

@@ -99,7 +99,7 @@ class GraphExecutor:
         key = CaptureKey(Direction.FORWARD, slot.index, slot.generation, 0, layout.key,
                          params=slot.params)
         cap = self.graphs.get(key)
-        if cap is not None and self._replay(cap, args, slot):
+        if cap is not None and self._replay(cap, args, slot, key):
             tokens = self._tokens_ok(variant, cap) and not _torch.saved_tensors_watched()
             slot.saved_outs = cap.saved_outs if tokens else None
             return cap.results(aliases, variant.device, tokens=tokens)
@@ -133,7 +133,7 @@ class GraphExecutor:
         # Where this region's backwards deliver, the buffer holds their gradients (the .grad
         # of a later accumulating backward, say): outputs left in the pool go to fresh memory.
         out = None if variant.deliver is not None and outputs.delivering else outputs
-        if cap is not None and self._replay(cap, gargs, slot):
+        if cap is not None and self._replay(cap, gargs, slot, key):
             return cap.results((None, None), variant.device, out, grads=delivered)
         if slot.saved_outs is not None:  # tokens in the saved places: this run reads views
             saved_views(variant.saved_backward_args, slot.saved_outs, gargs)
@@ -169,12 +169,12 @@ class GraphExecutor:
                 j in variant.saved_backward_args for j, _, _ in cap.saved_outs)
         return bool(cap.tokens_ok)
 
-    def _replay(self, cap: Captured, args: list[Any], slot: Slot) -> bool:
+    def _replay(self, cap: Captured, args: list[Any], slot: Slot, key: CaptureKey) -> bool:
         """Replay ``cap`` on ``args``; False (and nothing done) if an input moved since capture."""
         if self.options.debug:
             _check_owner(slot)
         if (moved := cap.moved(args)) is not None:
-            self.region.note_recapture(moved)
+            self.region.note_recapture((id(self), key), moved)
             return False
         if cap.stage:  # one multi-tensor copy for every staged input
             _torch.foreach_copy_([dst for _, dst in cap.stage], [args[i] for i, _ in cap.stage])
