@@ -72,32 +72,37 @@ def _offload_join(src: torch.Tensor, host: torch.Tensor) -> None:
 
 
 def _reload(members: list[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
-    handle = streams.reload(device, *members)
-    _PENDING[handle.members[0].untyped_storage().data_ptr()] = handle
-    return list(handle.members)
+    return list(_start_reload(members, device).members)
+
+
+def _reload_span(members: list[torch.Tensor], device: torch.device) -> torch.Tensor:
+    return _start_reload(members, device).span
+
+
+def _start_reload(members: list[torch.Tensor], device: torch.device) -> streams.Reload:
+    handle = streams.reload(device, *members)  # its join finds it by the span's address
+    _PENDING[handle.span.untyped_storage().data_ptr()] = handle
+    return handle
 
 
 def _reload_fake(members: list[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
     """Each member's geometry in the reloaded span, offset included (Inductor decides from it
-    whether a kernel may assume the member aligned). ``sym_min``: no guard on symbolic
-    offsets."""
-    lo = functools.reduce(torch.sym_min, [m.storage_offset() for m in members])
+    whether a kernel may assume the member aligned)."""
+    lo = _lowest_offset(members)
     return [torch.empty(m.storage_offset() - lo + span_elements(m.shape, m.stride()),
                         dtype=m.dtype, device=device).as_strided(
                             m.shape, m.stride(), m.storage_offset() - lo) for m in members]
 
 
-def _reload_span(members: list[torch.Tensor], device: torch.device) -> torch.Tensor:
-    handle = streams.reload(device, *members)
-    _PENDING[handle.span.untyped_storage().data_ptr()] = handle
-    return handle.span
-
-
 def _reload_span_fake(members: list[torch.Tensor], device: torch.device) -> torch.Tensor:
-    lo = functools.reduce(torch.sym_min, [m.storage_offset() for m in members])
     hi = functools.reduce(torch.sym_max, [m.storage_offset() + span_elements(m.shape, m.stride())
                                           for m in members])
-    return torch.empty(hi - lo, dtype=members[0].dtype, device=device)
+    return torch.empty(hi - _lowest_offset(members), dtype=members[0].dtype, device=device)
+
+
+def _lowest_offset(members: list[torch.Tensor]) -> Any:
+    """``sym_min``: no guard on symbolic offsets."""
+    return functools.reduce(torch.sym_min, [m.storage_offset() for m in members])
 
 
 def _reload_join(members: list[torch.Tensor]) -> None:

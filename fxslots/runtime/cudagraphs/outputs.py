@@ -61,7 +61,10 @@ class Captured:
     def moved(self, args: list[Any]) -> int | None:
         """The first argument not staged by fxslots whose address differs from the capture's
         (a replay would read stale memory there); None when all are in place."""
-        return next((i for i, ptr in self.static if args[i].data_ptr() != ptr), None)
+        for i, ptr in self.static:  # at every replay: a plain loop
+            if args[i].data_ptr() != ptr:
+                return i
+        return None
 
     def results(self, aliases: tuple[Any, Any], device: torch.device,
                 out: Any = None, tokens: bool = False, grads: Any = None) -> list[Any]:
