@@ -252,8 +252,8 @@ class _Compiler:
         variant.accumulate = grads.accumulate(bw, self.static_inputs, self.options,
                                               example_inputs, what)
         if isinstance(variant.executor, GraphExecutor) and variant.executor.capturing:
-            variant.deliver = grads.deliver(bw, self.static_inputs, variant.device,
-                                            self.options, example_inputs, what)
+            variant.deliver = grads.deliver(bw, self.static_inputs, variant, self.options,
+                                            example_inputs, what, self.record.saved)
             if variant.deliver is not None:
                 self.record.delivering = format_graph(variant.deliver.graph, "backward")
         log.info("compile_backward: %s reads saved tensors from its slot", variant.name)

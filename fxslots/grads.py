@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable
 
 import torch
@@ -21,8 +22,12 @@ from .options import Options
 from .passes.accumulate import accumulate_grads
 from .passes.deliver import deliver_grads, deliverable
 from .passes.observe import failure_reason, observe
-from .runtime.layout import pack, view_runs
+from .geometry import span_elements
+from .overlay import END, NEVER, Overlay
+from .passes.lifetimes import read_lifetimes
+from .runtime.layout import STAGED, pack, view_runs
 from .runtime.variant import Accumulate, Deliver
+from .schemas import ArenaPlan, SavedSet, Write
 
 
 def accumulate(bw: fx.GraphModule, static: list[int], options: Options, example_inputs: Any,
@@ -34,13 +39,37 @@ def accumulate(bw: fx.GraphModule, static: list[int], options: Options, example_
                        options)
 
 
-def deliver(bw: fx.GraphModule, static: list[int], device: torch.device, options: Options,
-            example_inputs: Any, what: str) -> Deliver | None:
+def deliver(bw: fx.GraphModule, static: list[int], variant: Any, options: Options,
+            example_inputs: Any, what: str, saved: SavedSet) -> Deliver | None:
     """The backward that writes parameters' gradients (of the static inputs) into the output
-    buffer, or None (none can be)."""
-    return _or_without(lambda: _deliver(bw, static, device, options, example_inputs, what),
-                       f"the delivering twin of the {what}",
-                       "its gradients are copied out of the pool", options)
+    buffer, or None (none can be); with what placing them in the slot's arena needs."""
+    d = _or_without(lambda: _deliver(bw, static, variant.device, options, example_inputs, what),
+                    f"the delivering twin of the {what}",
+                    "its gradients are copied out of the pool", options)
+    return None if d is None else _with_overlay(d, saved, variant.plan, options)
+
+
+def _with_overlay(d: Deliver, saved: SavedSet, plan: ArenaPlan, options: Options) -> Deliver:
+    """``d`` with what placing its gradients in the slot's arena needs (``fxslots.overlay``),
+    or ``d`` as it was: Inductor's code, the option off, or the analysis failing."""
+    if d.kernel is not None or not options.grads_in_arena:
+        return d
+    made = _or_without(lambda: _overlay(d, saved, plan), "placing gradients in the arena",
+                       "they go to the output buffer", options)
+    return d if made is None else dataclasses.replace(d, overlay=made)
+
+
+def _overlay(d: Deliver, saved: SavedSet, plan: ArenaPlan) -> Overlay:
+    reads, writes = read_lifetimes(d.graph, len(d.outputs))
+    staged = {p.group for p in plan.placements if p.write is Write.STAGED}
+    by_group: dict[int, int] = {}
+    for t in saved.tensors:
+        at = reads[t.backward_index] if 0 <= t.backward_index < len(reads) else END
+        g = STAGED if t.group in staged else t.group
+        by_group[g] = max(by_group.get(g, NEVER), at)
+    nbytes = tuple(int(span_elements(shape, stride)) * dtype.itemsize
+                   for dtype, _, shape, stride in d.geometry)
+    return Overlay(by_group, writes, nbytes)
 
 
 def _or_without(make: Callable[[], Any], what: str, instead: str, options: Options) -> Any:

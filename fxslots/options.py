@@ -66,6 +66,11 @@ class Options:
     """Who adds gradients into existing ``.grad`` buffers: "graph" (the backward, inside its
     CUDA graph) or "autograd" (one launch per parameter after it; needed by hooks on the
     gradient accumulator itself, such as DDP's reducer)."""
+    grads_in_arena: bool = True
+    """Under CUDA graphs, write parameter gradients into saved bytes of the slot's arena the
+    backward has finished reading (``fxslots.overlay``), instead of a buffer of their own, once
+    the training loop has shown it drops ``.grad`` before the next forward: eager's footprint.
+    ATen kernels only (Inductor's code does not run in node order)."""
     arena_group: str | None = None
     """Compiled regions with the same group name share one slot ring and staging buffer (their
     frames are never live at once beyond ``slots``); ``fxslots.pipelining`` names one per rank."""
@@ -171,6 +176,7 @@ _TYPES = {
     "link_bandwidth": (int, float, type(None)),
     "recompute": (str,),
     "grad_accumulation": (str,),
+    "grads_in_arena": (bool,),
     "arena_group": (str, type(None)),
     "kernels": (str,),
 }

@@ -54,6 +54,12 @@ def prepare(model: Any, examples: Sequence[Any], *, slots: int = 1) -> Prepared:
             for args in calls:
                 for first in range(slots):
                     _in_flight(model, module, args, slots, first)
+        # A loop that drops gradients before each forward gets backwards that write them into
+        # the arena (fxslots.overlay); which loop comes is not known yet: capture those too.
+        with _gradients_in_arenas() as any_:
+            for args in calls if any_ else ():
+                for first in range(slots):
+                    _in_flight(model, module, args, slots, first)
     if any(a.is_cuda for args in calls for a in args if isinstance(a, torch.Tensor)):
         torch.cuda.synchronize()
     report = Prepared(len(calls), state.counters["compiles"] - compiles,
@@ -112,6 +118,22 @@ def _restored(module: torch.nn.Module | None) -> Iterator[None]:
             with torch.no_grad():
                 for b, saved in buffers:
                     b.copy_(saved)
+
+
+@contextlib.contextmanager
+def _gradients_in_arenas() -> Iterator[bool]:
+    """Every region that may put gradients in its arenas does, for the block; yields whether
+    any may. What the regions learnt of the loop is put back after."""
+    regions = [r for r in state.regions.values() if r.ring.options.grads_in_arena and any(
+        v.deliver is not None and v.deliver.overlay is not None for v in r.live_variants())]
+    learnt = [(r.grads_kept, r.grads_dropped) for r in regions]
+    for r in regions:
+        r.grads_kept, r.grads_dropped = False, True
+    try:
+        yield bool(regions)
+    finally:
+        for r, (kept, dropped) in zip(regions, learnt, strict=True):
+            r.grads_kept, r.grads_dropped = kept, dropped
 
 
 @contextlib.contextmanager

@@ -115,9 +115,10 @@ def test_captured_backward_delivers_gradients_bitwise(stand_in_graphs, monkeypat
 
 
 def test_gradients_land_in_the_output_buffer_and_stay_there(stand_in_graphs):  # noqa: F811
+    """With ``grads_in_arena`` off (tests/test_overlay.py has it on)."""
     torch.manual_seed(0)
     m = MLP(16, 32, 3)
-    c = torch.compile(m, backend="fxslots", options={"slots": 1})
+    c = torch.compile(m, backend="fxslots", options={"slots": 1, "grads_in_arena": False})
     c(torch.randn(4, 16)).sum().backward()
     # The first backward warms up with the plain graph (the same ATen kernels): no buffer is
     # held while it runs, as none was before delivery (the warm-up's peak stays eager's).

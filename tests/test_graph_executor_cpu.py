@@ -300,10 +300,10 @@ def test_debug_refuses_a_replay_into_a_slot_nobody_holds():
 
     ring = SlotRing("r", Options(slots=1, debug=True))
     slot, alias, _ = ring.acquire(64, torch.device("cpu"), "v0")
-    executor._check_owner(slot)  # held: replays go ahead
+    slot.check_held()  # held: replays go ahead
     ring.release(slot)
     with pytest.raises(fxslots.CaptureError, match="slot 0, which no live microbatch holds"):
-        executor._check_owner(slot)
+        slot.check_held()
     del alias
 
 

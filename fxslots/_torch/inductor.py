@@ -42,7 +42,13 @@ def inductor_compile(gm: Any, example_inputs: list[Any], *, static_input_idxs: l
     # layout_optimization off: for a graph with convolutions Inductor would pick channels-last
     # buffers for its values and return those for saved outputs, whose layout the slot views
     # already fix (the backward, compiled for Inductor's layout, then refused the slot's).
-    with config.patch({"triton.cudagraphs": False, "layout_optimization": False}):
+    patch = {"triton.cudagraphs": False, "layout_optimization": False}
+    # Inductor 2.11's one foreach kernel over tensors of symbolic size (an accumulating
+    # backward's _foreach_add_ under dynamic shapes) loads a pointer it renamed (NameError
+    # 'in_ptr1' at its first launch, H200 run 19): one kernel per tensor there instead.
+    if "combo_kernel_foreach_dynamic_shapes" in config._config:
+        patch["combo_kernel_foreach_dynamic_shapes"] = False
+    with config.patch(patch):
         return compile_fx.compile_fx_inner(
             gm, example_inputs, cudagraphs=BoxedBool(False),
             static_input_idxs=static_input_idxs, is_backward=is_backward,

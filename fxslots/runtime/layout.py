@@ -19,6 +19,7 @@ from ..geometry import align_up, span_elements
 from ..schemas import ArenaPlan, evaluate
 
 Geometry = tuple  # (dtype, element offset, shape, stride) of one view over an arena
+STAGED = -1  # ViewLayout.groups' group id of a staged input's bytes
 
 _CPU = torch.device("cpu")
 
@@ -33,6 +34,9 @@ class ViewLayout:
     views: tuple[Geometry, ...]
     staging: tuple[Geometry, ...] = ()
     host_views: tuple[Geometry, ...] = ()
+    # (byte offset, bytes, storage group) of every group in the device arena, and of each
+    # staged input (group STAGED: saved views of inputs live in them)
+    groups: tuple[tuple[int, int, int], ...] = ()
 
     @functools.cached_property
     def view_runs(self) -> tuple[tuple, ...]:
@@ -77,11 +81,16 @@ def layout_of(plan: ArenaPlan, env: dict[sympy.Symbol, int]) -> ViewLayout:
                       tuple(evaluate(x, env) for x in v.stride)) for v in views)
 
     n_dev = len(plan.views) - plan.host_view_count
+    staging = geometry(plan.staging)
     return ViewLayout(key=tuple(sorted((str(k), v) for k, v in env.items())),
                       nbytes=max(evaluate(plan.capacity, env), 1),
                       host_nbytes=evaluate(plan.host_capacity, env),
-                      views=geometry(plan.views[:n_dev]), staging=geometry(plan.staging),
-                      host_views=geometry(plan.views[n_dev:]))
+                      views=geometry(plan.views[:n_dev]), staging=staging,
+                      host_views=geometry(plan.views[n_dev:]),
+                      groups=tuple((evaluate(p.offset, env), evaluate(p.nbytes, env), p.group)
+                                   for p in plan.placements if p.write.owns_bytes)
+                      + tuple((off * d.itemsize, span_elements(shape, stride) * d.itemsize,
+                               STAGED) for d, off, shape, stride in staging))
 
 
 def make_views(alias: Any, device: torch.device, geometry, runs=None) -> list[torch.Tensor]:

@@ -8,6 +8,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+
 from .. import _torch, state
 from ..errors import OptionsError
 from ..options import Options
@@ -31,6 +33,11 @@ class Region:
     variants: list = field(default_factory=list)  # weak references to its Variants
     noted_capture: bool = False  # logged that a capture happened outside fxslots.prepare
     noted_recapture: bool = False  # warned that moved inputs keep making a graph capture again
+    # Seen at a forward: gradients a backward handed out were still held (a loop that
+    # accumulates them, a pipeline schedule), or had been dropped (zero_grad before it).
+    grads_kept: bool = False
+    grads_dropped: bool = False
+    _grads: Any = None  # weak reference to the storage of a gradient watch_grads saw
     _recaptures: Counter = field(default_factory=Counter)  # by capture key
     _anchors: dict[int, weakref.ref] = field(default_factory=dict)
 
@@ -43,6 +50,27 @@ class Region:
         if buffer is None:
             buffer = self.outputs[params] = OutputBuffer()
         return buffer
+
+    def watch_grads(self, grad: Any) -> None:
+        """After a backward, until the loop is known: one parameter gradient it handed out."""
+        if (not (self.grads_kept or self.grads_dropped) and isinstance(grad, torch.Tensor)
+                and not state.preparing):  # fxslots.prepare drops them itself
+            self._grads = _torch.StorageWeakRef(grad.untyped_storage())
+
+    def note_forward(self) -> None:
+        """Before a forward takes a slot: whether the gradient last watched is still held
+        tells what the training loop does with gradients (``grads_in_arena``)."""
+        if self._grads is not None and not state.preparing:
+            held = not self._grads.expired()
+            self.grads_kept |= held
+            self.grads_dropped |= not held
+            self._grads = None
+
+    def grads_in_arena(self) -> bool:
+        """Whether backwards may write gradients into their slot's arena (``fxslots.overlay``):
+        only once the loop has dropped them before a forward, and never kept them past one
+        (the next forward into that slot would need a new arena: ``ring.SlotRing._evict``)."""
+        return self.grads_dropped and not self.grads_kept and self.ring.evictions == 0
 
     def note_recapture(self, key: Any, argument: int) -> None:
         """The graph captured under ``key`` found an input it reads in place (a parameter, a

@@ -13,13 +13,13 @@ import itertools
 import logging
 import threading
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
 
 from .. import _torch
-from ..errors import ArenaLimitError, FxslotsError, SlotsExhaustedError
+from ..errors import ArenaLimitError, CaptureError, FxslotsError, SlotsExhaustedError
 from ..options import Options
 
 log = logging.getLogger(__name__)
@@ -48,6 +48,13 @@ class Slot:
     # Set when that forward handed autograd arena tokens, not views (cudagraphs.outputs): the
     # saved outputs' (index, kind, geometry), for a backward that must rebuild the views.
     saved_outs: Any = None
+    watched: bool = False  # saved-tensor hooks saw that forward's saved tensors
+    # Gradients its last backward wrote into saved bytes it had finished reading (fxslots
+    # .overlay): the weak reference of the alias they are handed out through, and their bytes.
+    lent: Any = None
+    lent_spans: tuple[tuple[int, int], ...] = ()
+    # Arenas moved away from while their gradients were still used: kept until they die.
+    retired: list = field(default_factory=list)
 
     @property
     def nbytes(self) -> int:
@@ -59,6 +66,20 @@ class Slot:
 
     def pending(self) -> bool:
         return any(o is not None and not o.expired() for o in (self.owner, self.host_owner))
+
+    def lent_out(self) -> bool:
+        """Whether gradients someone still uses live in its arena: no forward may write it."""
+        return self.lent is not None and not self.lent.expired()
+
+    def lend(self, alias: Any, spans: tuple[tuple[int, int], ...]) -> None:
+        self.lent, self.lent_spans = _torch.StorageWeakRef(alias), spans
+
+    def check_held(self) -> None:
+        """Debug mode, before every replay: the slot is held by exactly one live microbatch."""
+        if not self.pending():
+            raise CaptureError(
+                f"fxslots debug: replaying into slot {self.index}, which no live microbatch "
+                f"holds (last holder: microbatch {self.microbatch} of {self.variant})")
 
     def owns(self, t: torch.Tensor) -> bool:
         return self.holds(_torch.storage_cdata(t))
@@ -79,6 +100,7 @@ class SlotRing:
         self.options = options
         self.slots: list[Slot] = []
         self.grow_events = 0
+        self.evictions = 0  # arenas moved because gradients in them outlived the next forward
         self._microbatches = itertools.count()
         self._lock = threading.RLock()
         self._listeners: list[weakref.WeakMethod] = []
@@ -125,12 +147,15 @@ class SlotRing:
                 f"bound this input's shape")
 
     def _free_slot(self, variant: str) -> Slot:
-        free = [s for s in self.slots if not s.pending()]
+        free = [s for s in self.slots if not s.pending() and not s.lent_out()]
         if not free:
             # A dropped autograd graph can sit in a reference cycle (AOTAutograd's double
             # backward keeps one) until the collector runs: collect once before refusing.
             gc.collect()
-            free = [s for s in self.slots if not s.pending()]
+            free = [s for s in self.slots if not s.pending() and not s.lent_out()]
+        if not free and (lent := [s for s in self.slots if not s.pending()]):
+            self._evict(lent[0])
+            return lent[0]
         if not free:
             held = ", ".join(f"slot {s.index}: microbatch {s.microbatch} ({s.variant})"
                              for s in self.slots)
@@ -141,6 +166,19 @@ class SlotRing:
                 f"microbatches your schedule keeps in flight")
         # Prefer a slot whose arena is already big enough: growing one invalidates its graphs.
         return max(free, key=lambda s: (s.nbytes, -s.index))
+
+    def _evict(self, slot: Slot) -> None:
+        """Gradients in ``slot``'s arena outlived the next forward (a loop that accumulates
+        them, say): the arena is kept for them, and the slot gets a new one (``acquire``
+        allocates it) and its graphs go stale."""
+        slot.retired = [(a, o) for a, o in slot.retired if not o.expired()]
+        slot.retired.append((slot.arena, slot.lent))
+        slot.arena, slot.lent, slot.lent_spans = None, None, ()
+        self.evictions += 1
+        self._moved(slot)
+        log.info("%s: gradients in slot %d's arena are still in use at the next forward; the "
+                 "slot takes a new arena, and this region's gradients get a buffer of their "
+                 "own from now on", self.name, slot.index)
 
     def _grow(self, slot: Slot, nbytes: int, variant: str, host: bool = False) -> None:
         old = slot.host_nbytes if host else slot.nbytes
@@ -194,6 +232,9 @@ class SlotRing:
         bytes until its backward); listeners drop whatever pointed into them."""
         with self._lock:
             for s in self.slots:
+                s.retired = [(a, o) for a, o in s.retired if not o.expired()]
+                if s.lent_out():  # gradients still used live there
+                    continue
                 if not s.pending() and (s.arena is not None or s.host_arena is not None):
                     s.arena = s.host_arena = None
                     s.layout = None
@@ -205,6 +246,10 @@ def _poison(slot: Slot) -> None:
     if slot.host_arena is not None and slot.device.type == "cuda":
         # The host is about to write bytes that a reload queued on the GPU may still be reading.
         torch.cuda.current_stream(slot.device).synchronize()
-    for arena in (slot.arena, slot.host_arena):
-        if arena is not None:
-            arena.fill_(0xFF)
+    if slot.host_arena is not None:
+        slot.host_arena.fill_(0xFF)
+    if slot.arena is not None:
+        at = 0  # gradients its backward wrote there are the caller's now: spared
+        for start, end in sorted(slot.lent_spans) + [(slot.arena.numel(), slot.arena.numel())]:
+            slot.arena[at:start].fill_(0xFF)
+            at = max(at, end)

@@ -59,6 +59,7 @@ class Deliver:
     kernel: Callable[..., Any] | None = None  # Inductor's code for it (kernels="inductor")
     in_place: int = 0  # how many are computed into the buffer by their producer (no copy)
     runs: tuple = ()  # runtime.layout.view_runs(geometry), grouped once
+    overlay: Any = None  # fxslots.overlay.Overlay: its gradients may go into the slot's arena
 
 
 @dataclass
@@ -116,9 +117,11 @@ class Variant:
         if not self.plan.views and not self.plan.staging:  # nothing to save, nothing to stage
             return self.executor.forward(self, None, args, None, (None, None))
         lay = self.layout(args)
+        self.region.note_forward()
         slot, alias, host_alias = self.ring.acquire(lay.nbytes, self.device, self.name,
                                                     lay.host_nbytes)
         slot.layout, slot.saved_outs = lay, None
+        slot.watched = _torch.saved_tensors_watched()
         slot.params = args[self.anchor_index].data_ptr() if self.anchor_index is not None else 0
         if self.accumulate is not None:  # weakly: a dropped microbatch must not keep a model
             self._params[slot.index] = tuple(weakref.ref(args[i]) for i in self.accumulate.indices)
@@ -137,7 +140,10 @@ class Variant:
         if self.saved_arg_index is not None:
             slot = self.ring.find(args[self.saved_arg_index])
         try:
-            return self.executor.backward(self, slot, args, self._grad_buffers(slot))
+            out = self.executor.backward(self, slot, args, self._grad_buffers(slot))
+            if self.deliver is not None and self.region.ring.options.grads_in_arena:
+                self.region.watch_grads(out[self.deliver.outputs[0]])
+            return out
         finally:
             if slot is not None and not _torch.keep_graph():
                 self.ring.release(slot)

@@ -41,6 +41,9 @@ REWRITE = "fxslots/passes/rewrite.py"
 VERIFY = "fxslots/passes/verify.py"
 BACKEND = "fxslots/backend.py"
 OPTIONS = "fxslots/options.py"
+OVERLAY = "fxslots/overlay.py"
+LIFETIMES = "fxslots/passes/lifetimes.py"
+DELIVERY = "fxslots/runtime/cudagraphs/delivery.py"
 
 BAD = "tests/test_bad_inputs.py"
 STAND_IN = "tests/test_graph_executor_cpu.py"
@@ -82,8 +85,8 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/test_verify.py",)),
     # ------------------------------------------------------------ slot ownership
     Mutant("take-a-pending-slot", RING,
-           "free = [s for s in self.slots if not s.pending()]\n        if not free:\n"
-           "            # A dropped",
+           "free = [s for s in self.slots if not s.pending() and not s.lent_out()]\n"
+           "        if not free:\n            # A dropped",
            "free = list(self.slots)\n        if not free:\n            # A dropped",
            "a forward never takes a slot whose backward has not run", "cpu",
            (f"{BAD}::test_too_many_forwards_in_flight", "tests/test_runtime.py")),
@@ -211,9 +214,9 @@ MUTANTS: tuple[Mutant, ...] = (
            "arena.fill_(0)",
            "the poison reads as NaN in every float format", "cpu",
            ("tests/test_runtime.py::test_debug_release_poisons_the_arena",)),
-    Mutant("debug-replay-skips-owner-check", EXECUTOR,
-           "    if not slot.pending():\n        raise CaptureError(",
-           "    if False:\n        raise CaptureError(",
+    Mutant("debug-replay-skips-owner-check", RING,
+           "        if not self.pending():\n            raise CaptureError(",
+           "        if False:\n            raise CaptureError(",
            "debug mode refuses to replay into a slot no live microbatch holds", "cpu",
            (f"{STAND_IN}::test_debug_refuses_a_replay_into_a_slot_nobody_holds",)),
     # ------------------------------------------------------------ offload reload
@@ -295,7 +298,7 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/test_graph_executor_cpu.py::"
             "test_a_backward_that_cannot_replay_after_a_token_forward_rebuilds_the_views",)),
     Mutant("tokens-under-saved-tensor-hooks", EXECUTOR,
-           "            tokens = self._tokens_ok(variant, cap) and not _torch.saved_tensors_watched()",
+           "            tokens = self._tokens_ok(variant, cap) and not slot.watched",
            "            tokens = self._tokens_ok(variant, cap)",
            "saved-tensor hooks see the saved views, never an arena token", "cpu",
            ("tests/test_graph_executor_cpu.py::test_saved_tensor_hooks_see_real_views",)),
@@ -392,6 +395,31 @@ MUTANTS: tuple[Mutant, ...] = (
            "importing fxslots registers nothing: the entry point finds the backend", "cpu",
            ("tests/test_backend.py::test_importing_fxslots_registers_nothing",)),
     # ------------------------------------------------------------ GPU only
+    # ------------------------------------------------------------ gradients in the arena
+    Mutant("grad-written-over-bytes-still-read", OVERLAY,
+           "if s.last_read >= t]",
+           "if s.last_read > t]",
+           "a gradient takes only bytes whose last reader ran before the node that writes it",
+           "cpu", ("tests/test_overlay.py::"
+                   "test_a_gradient_takes_bytes_read_before_it_is_written_and_no_others",)),
+    Mutant("lifetimes-ignore-views", LIFETIMES,
+           "if user not in seen and _may_return_alias(user.target):",
+           "if False:",
+           "a saved tensor is read as long as any view of it is", "cpu",
+           ("tests/test_overlay.py::"
+            "test_a_view_read_later_keeps_its_base_alive_and_a_returned_value_lives_to_the_end",)),
+    Mutant("lent-arena-reused", RING,
+           "free = [s for s in self.slots if not s.pending() and not s.lent_out()]\n"
+           "        if not free:\n            # A",
+           "free = [s for s in self.slots if not s.pending()]\n        if not free:\n            # A",
+           "no forward writes an arena whose gradients someone still uses", "cpu",
+           ("tests/test_overlay.py::"
+            "test_gradients_kept_past_the_next_forward_move_the_arena_not_the_gradients",)),
+    Mutant("arena-grads-despite-retain-graph", DELIVERY,
+           "and not slot.watched and not _torch.keep_graph())",
+           "and not slot.watched)",
+           "a backward that keeps its graph (retain_graph) leaves the saved bytes alone", "cpu",
+           ("tests/test_overlay.py::test_retain_graph_keeps_the_saved_bytes_it_reads_again",)),
     Mutant("host-arena-not-pinned", RING,
            'pin_memory=slot.device.type == "cuda")',
            "pin_memory=False)",

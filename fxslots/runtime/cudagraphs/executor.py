@@ -30,6 +30,7 @@ from ...passes.collect import mutated_placeholders
 from ..layout import geometry_of, make_views, pack, slot_views
 from ..ring import Slot
 from ..variant import Direction, Variant
+from .delivery import Deliveries
 from .outputs import Captured, OutKind, describe_outputs, saved_views
 from .pool import CaptureFailed, CudaCapturer
 
@@ -49,7 +50,10 @@ class CaptureKey:
     delivers: int = -1  # the backward that writes gradients into this generation of the
     # output buffer itself (-1: its gradients are copied out)
     params: int = 0  # the parameters it ran with (ring.Slot.params)
-
+    overlay: bool = False  # it writes gradients into its slot's arena (cudagraphs.delivery)
+    # An accumulating backward once gradients go into arenas: where its .grad buffers start
+    # (in an arena, or the output buffer: fxslots.prepare captures both).
+    grads_at: int = 0
 
 
 class GraphExecutor:
@@ -74,6 +78,7 @@ class GraphExecutor:
         self.capturing = True
         # Views of the staging buffer by (its generation, the staged shapes): built once.
         self._staging_views: dict[tuple, list[torch.Tensor]] = {}
+        self.deliveries = Deliveries(options.alignment)
         variant.ring.subscribe(self.slot_moved)
         self.region.staging.subscribe(self.staging_moved)
 
@@ -100,7 +105,7 @@ class GraphExecutor:
                          params=slot.params)
         cap = self.graphs.get(key)
         if cap is not None and self._replay(cap, args, slot, key):
-            tokens = self._tokens_ok(variant, cap) and not _torch.saved_tensors_watched()
+            tokens = self._tokens_ok(variant, cap) and not slot.watched
             slot.saved_outs = cap.saved_outs if tokens else None
             return cap.results(aliases, variant.device, tokens=tokens)
         views = slot_views(layout, aliases, variant.device)
@@ -123,12 +128,14 @@ class GraphExecutor:
         tangents = [i for i in self._tangents if isinstance(args[i], torch.Tensor)]
         gargs = self._stage_backward(variant, args, tangents) + (grads or [])
         outputs = self.region.outputs_for(slot.params)
-        delivered = self._deliver_into(variant, gargs, outputs, slot) if grads is None else None
+        target = self._deliver_into(variant, gargs, outputs, slot) if grads is None else None
         key = CaptureKey(Direction.BACKWARD, slot.index, slot.generation,
                          self.region.staging.generation,
                          (slot.layout.key, tuple(tuple(args[i].shape) for i in tangents)),
-                         grads is not None,
-                         outputs.generation if delivered is not None else -1, slot.params)
+                         grads is not None, -1 if target is None else target.generation,
+                         slot.params, target is not None and target.arena is not None,
+                         grads[0].data_ptr() if grads and self.region.grads_in_arena() else 0)
+        delivered = (None, None) if target is None else (target.buffer, target.arena)
         cap = self.graphs.get(key)
         # Where this region's backwards deliver, the buffer holds their gradients (the .grad
         # of a later accumulating backward, say): outputs left in the pool go to fresh memory.
@@ -141,24 +148,19 @@ class GraphExecutor:
                                 delivered, out)
 
     def _deliver_into(self, variant: Variant, gargs: list[Any], outputs, slot: Slot) -> Any:
-        """The alias of ``outputs`` (an OutputBuffer) this backward delivers gradients into
-        (views appended to ``gargs``), or None: its gradients are copied out."""
+        """Where this backward delivers its gradients (a ``delivery.Target``; their views are
+        appended to ``gargs``), or None: they are copied out of the pool."""
         d = variant.deliver
         # create_graph=True: the gradients join a graph that may outlive the next backward
         if d is None or not outputs.delivering or torch.is_grad_enabled():
             return None
         if d.kernel is None and (Direction.BACKWARD, False, False) not in self.warm:
             return None  # ATen: the plain backward warms up (no buffer held during it)
-        generation = outputs.generation
-        alias = outputs.alias(d.nbytes, variant.device)
-        if outputs.generation != generation:  # graphs that wrote the old buffer are stale
-            self._drop(lambda k: k.params == slot.params
-                       and k.delivers not in (-1, outputs.generation))
+        target = self.deliveries.target(variant, slot, gargs, outputs, self._drop)
         if not outputs.delivering:
             log.info("%s: the caller kept the gradients of %d backwards past the next one; "
                      "gradients are copied out from now on", variant.name, outputs.held)
-        gargs += make_views(alias, variant.device, d.geometry, d.runs)
-        return alias
+        return target
 
     @staticmethod
     def _tokens_ok(variant: Variant, cap: Captured) -> bool:
@@ -172,7 +174,7 @@ class GraphExecutor:
     def _replay(self, cap: Captured, args: list[Any], slot: Slot, key: CaptureKey) -> bool:
         """Replay ``cap`` on ``args``; False (and nothing done) if an input moved since capture."""
         if self.options.debug:
-            _check_owner(slot)
+            slot.check_held()
         if (moved := cap.moved(args)) is not None:
             self.region.note_recapture((id(self), key), moved)
             return False
@@ -198,9 +200,9 @@ class GraphExecutor:
         return gargs
 
     def _first_runs(self, variant, slot, key, gargs, stage, nargs, aliases,
-                    delivered=None, out=None) -> Any:
+                    delivered=(None, None), out=None) -> Any:
         """Warm up (once per graph), else capture and replay; or run uncaptured."""
-        delivers = key.delivers != -1
+        delivers = key.delivers != -1 or key.overlay
         gm = variant.runner(key.direction, key.accumulate, delivers)
         if not self.capturing:
             return gm(*gargs)
@@ -228,7 +230,8 @@ class GraphExecutor:
         state.counters["captures"] += 1
         log.info("%s: captured %s graph for slot %d (%d captures in all)", variant.name,
                  key.direction.value, slot.index, state.counters["captures"])
-        if not state.preparing and not variant.region.noted_capture:
+        # (not a backward now writing gradients into the arena: the loop chose that)
+        if not state.preparing and not variant.region.noted_capture and not key.overlay:
             variant.region.noted_capture = True
             log.warning("fxslots: %s captured a CUDA graph for a shape or slot it had not seen "
                         "(%s) while training; fxslots.prepare(model, examples) captures every "
@@ -262,6 +265,8 @@ class GraphExecutor:
         if not forward:
             arenas = ({self.region.outputs_for(key.params).tensor.data_ptr(): OutKind.GRADS}
                       if key.delivers != -1 else {})
+            if key.overlay:
+                arenas[slot.arena.data_ptr()] = OutKind.ARENA_GRADS
         return Captured(graph, static, stage,
                         describe_outputs(outs, gargs, arenas, buffers),
                         tuple((i, dst) for i, dst in stage if forward and i in self._mutated))
@@ -288,11 +293,3 @@ class GraphExecutor:
 def _write_back(args: list[Any], pairs) -> None:
     for i, staged in pairs:  # a staged input the graph mutated: the caller must see it
         args[i].copy_(staged)
-
-
-def _check_owner(slot: Slot) -> None:
-    """Debug mode, before every replay: the slot is held by exactly one live microbatch."""
-    if not slot.pending():
-        raise CaptureError(
-            f"fxslots debug: replaying into slot {slot.index}, which no live microbatch holds "
-            f"(last holder: microbatch {slot.microbatch} of {slot.variant})")

@@ -19,6 +19,7 @@ class OutKind(enum.Enum):
     SLOT = "slot"  # a view of the slot's device arena, rebuilt over each forward's alias
     HOST = "host"  # a view of the slot's host arena, the same way
     GRADS = "grads"  # a view of the region's output buffer, rebuilt over each backward's alias
+    ARENA_GRADS = "arena grads"  # a gradient in its slot's arena (cudagraphs.delivery), the same
     POOL = "pool"  # pool memory a later replay reuses: copied out for the caller
 
 
@@ -26,7 +27,7 @@ class OutKind(enum.Enum):
 class Out:
     kind: OutKind
     value: Any = None  # CONST: the value; POOL: a non-owning view of the pool bytes
-    geometry: Geometry | None = None  # SLOT, HOST, GRADS
+    geometry: Geometry | None = None  # SLOT, HOST, GRADS, ARENA_GRADS
 
 
 @dataclass
@@ -49,7 +50,7 @@ class Captured:
         self.saved_outs = tuple((j, o.kind, o.geometry) for j, o in enumerate(self.outs)
                                 if o.kind in (OutKind.SLOT, OutKind.HOST))
         # Grouped once here, not at every replay.
-        for kind in (OutKind.SLOT, OutKind.HOST, OutKind.GRADS):
+        for kind in (OutKind.SLOT, OutKind.HOST, OutKind.GRADS, OutKind.ARENA_GRADS):
             idx = [j for j, o in enumerate(self.outs) if o.kind is kind]
             self._by_kind[kind] = (idx, view_runs([self.outs[j].geometry for j in idx]))
         pool = [j for j, o in enumerate(self.outs) if o.kind is OutKind.POOL]
@@ -67,10 +68,12 @@ class Captured:
         return None
 
     def results(self, aliases: tuple[Any, Any], device: torch.device,
-                out: Any = None, tokens: bool = False, grads: Any = None) -> list[Any]:
+                out: Any = None, tokens: bool = False, grads: tuple = (None, None)
+                ) -> list[Any]:
         """The outputs of the replay just made, as the caller may keep them; pool outputs are
         copied into ``out`` (an OutputBuffer), or into fresh memory when it is None.
-        ``grads``: the output buffer's alias the replay delivered gradients into.
+        ``grads``: the aliases of the output buffer and of the slot's arena the replay
+        delivered gradients into (``delivery.Target``).
 
         ``tokens``: every output in an arena is handed out as one tensor over that arena's
         whole alias (the same object at each of them), not as views of it. Only a backward
@@ -90,7 +93,8 @@ class Captured:
                 result[j] = c
         for kind, alias, where in ((OutKind.SLOT, aliases[0], device),
                                    (OutKind.HOST, aliases[1], _CPU),
-                                   (OutKind.GRADS, grads, device)):
+                                   (OutKind.GRADS, grads[0], device),
+                                   (OutKind.ARENA_GRADS, grads[1], device)):
             idx, runs = self._by_kind[kind]
             if idx and tokens:
                 token = torch.empty(0, dtype=torch.uint8, device=where).set_(alias)

@@ -1,0 +1,99 @@
+"""Gradients in the slot's arena: where a backward may write each gradient it hands out, in bytes
+of saved tensors it has finished reading.
+
+Eager PyTorch allocates a parameter's gradient in the middle of the backward, in memory the
+caching allocator took back from activations the backward is done with. Under CUDA graphs
+fxslots' gradients need addresses of their own (the output buffer, outside the pool), so the
+arena (the forward's saved tensors) and the gradients were both held at the backward's end: on
+the heavy benchmark model 0.25 GiB above eager's peak. The backward of a slot reads its arena
+and nothing after it does (the slot is free once it returns), so a gradient written after the
+last read of some saved bytes can live there, until the next forward into that slot: the ring
+keeps a slot whose arena holds gradients someone still uses out of reach
+(``runtime.ring.Slot.lend``).
+
+The plan is data: ``place`` takes byte spans with the position of their last read and the
+gradients with the position of their write, and returns an offset (or None) per gradient. It
+never sees a graph; ``passes/lifetimes.py`` reads the positions from one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from .geometry import align_up
+
+NEVER = -1  # a span no node of the backward reads: free from its start
+END = 1 << 62  # read by the backward's output (handed out): never free
+
+
+@dataclass(frozen=True)
+class Overlay:
+    """What a delivering backward reads and writes, by position in its node order (ATen kernels
+    run in that order): the static half of a plan, made once per variant.
+
+    Invariants: ``writes`` and ``nbytes`` have one entry per delivered gradient, in the order
+    of ``Deliver.outputs``; every position is NEVER, END or a node's index.
+    """
+
+    reads: Mapping[int, int]  # storage group -> position of the last node that reads it
+    writes: tuple[int, ...]  # per delivered gradient: the node that writes it
+    nbytes: tuple[int, ...]  # per delivered gradient: bytes it spans
+
+    def __post_init__(self) -> None:
+        assert len(self.writes) == len(self.nbytes), (self.writes, self.nbytes)
+        assert all(w >= 0 for w in self.writes), self.writes
+
+
+@dataclass(frozen=True)
+class Span:
+    """Bytes ``[start, end)`` of an arena, last read at node ``last_read``."""
+
+    start: int
+    end: int
+    last_read: int
+
+
+def place(spans: Sequence[Span], capacity: int, grads: Sequence[tuple[int, int]],
+          alignment: int) -> tuple[int | None, ...]:
+    """An aligned byte offset in ``[0, capacity)`` for each gradient ``(nbytes, written at)``,
+    or None where none fits: a gradient written at node t may take bytes no span read at or
+    after t covers, and no other gradient (each is kept to the backward's end).
+
+    Gradients are placed in the order they are written, each in the smallest hole that holds
+    it (the large holes stay for large gradients written later); bytes outside every span
+    (alignment gaps, the arena's tail past this variant's layout) are free from the start.
+    """
+    placed: list[tuple[int, int]] = []
+    offsets: list[int | None] = [None] * len(grads)
+    for k in sorted(range(len(grads)), key=lambda k: (grads[k][1], -grads[k][0])):
+        nbytes, t = grads[k]
+        busy = [(s.start, s.end) for s in spans if s.last_read >= t] + placed
+        hole = _smallest_hole(_holes(busy, capacity, alignment), nbytes)
+        if hole is not None:
+            offsets[k] = hole
+            placed.append((hole, hole + nbytes))
+    return tuple(offsets)
+
+
+def _holes(busy: list[tuple[int, int]], capacity: int, alignment: int) -> list[tuple[int, int]]:
+    """The free ``[start, end)`` runs of ``[0, capacity)``, starts aligned."""
+    holes, at = [], 0
+    for start, end in sorted(busy) + [(capacity, capacity)]:
+        lo = align_up(at, alignment)
+        if start > lo:
+            holes.append((lo, start))
+        at = max(at, end)
+    return holes
+
+
+def _smallest_hole(holes: list[tuple[int, int]], nbytes: int) -> int | None:
+    fits = [(end - start, start) for start, end in holes if end - start >= nbytes]
+    return min(fits)[1] if fits else None
+
+
+def spans_of(groups: Sequence[tuple[int, int, int]], reads: Mapping[int, int]) -> list[Span]:
+    """Spans of an arena's groups ``(offset, nbytes, group id)`` at one shape; a group no
+    backward node reads is left out (free from the start)."""
+    return [Span(off, off + n, reads[g]) for off, n, g in groups
+            if reads.get(g, NEVER) != NEVER and n > 0]

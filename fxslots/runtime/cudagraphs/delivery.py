@@ -1,0 +1,117 @@
+"""Where a delivering backward writes the gradients it hands out: the region's output buffer
+(``staging.OutputBuffer``), or saved bytes of its slot's arena it has finished reading
+(``fxslots.overlay``), the rest still in the buffer."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from ... import _torch, state
+from ...overlay import place, spans_of
+from ..layout import make_views, pack, view_runs
+from ..ring import Slot
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Target:
+    """The aliases one backward's gradients are handed out through."""
+
+    buffer: Any  # the output buffer's, or None: every gradient is in the arena
+    arena: Any  # the slot's arena's, over the gradients placed there, or None
+    generation: int  # the output buffer's generation the graph writes (-1: none)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where each delivered gradient goes at one layout and arena size."""
+
+    in_arena: tuple[bool, ...]  # per delivered gradient
+    arena_geometry: tuple  # of those in the arena, over the arena (runtime.layout.Geometry)
+    arena_spans: tuple[tuple[int, int], ...]  # their bytes
+    buffer_geometry: tuple  # of the others, packed in the buffer
+    buffer_nbytes: int
+
+    @property
+    def arena_bytes(self) -> int:
+        return sum(end - start for start, end in self.arena_spans)
+
+
+def place_grads(deliver: Any, layout: Any, capacity: int, alignment: int) -> Placement:
+    """The plan (``overlay.place``) for one layout, as geometry for the views."""
+    ov = deliver.overlay
+    offsets = place(spans_of(layout.groups, ov.reads), capacity,
+                    list(zip(ov.nbytes, ov.writes, strict=True)), alignment)
+    arena, spans, rest = [], [], []
+    for (dtype, _, shape, stride), off, n in zip(deliver.geometry, offsets, ov.nbytes,
+                                                strict=True):
+        if off is None:
+            rest.append((dtype, shape, stride))
+        else:
+            arena.append((dtype, off // dtype.itemsize, shape, stride))
+            spans.append((off, off + n))
+    buffer_geometry, buffer_nbytes = pack(rest, alignment)
+    return Placement(tuple(o is not None for o in offsets), tuple(arena), tuple(spans),
+                     tuple(buffer_geometry), buffer_nbytes)
+
+
+class Deliveries:
+    """One executor's choice, backward by backward, of where gradients go."""
+
+    def __init__(self, alignment: int):
+        self.alignment = alignment
+        self._placements: dict[tuple, Placement] = {}
+
+    def target(self, variant: Any, slot: Slot, gargs: list[Any], outputs: Any, drop: Any
+               ) -> Target:
+        """Append the gradients' views to ``gargs``; ``drop(stale)`` forgets graphs that wrote
+        an output buffer that has moved."""
+        d = variant.deliver
+        placed = self._placement(variant, slot) if self._in_arena(variant, slot) else None
+        if placed is None:
+            geometry, nbytes, runs = d.geometry, d.nbytes, d.runs
+        else:
+            geometry, nbytes = placed.buffer_geometry, placed.buffer_nbytes
+            runs = view_runs(geometry)
+        buffer = None
+        if nbytes or placed is None:
+            generation = outputs.generation
+            buffer = outputs.alias(nbytes, variant.device)
+            if outputs.generation != generation:  # graphs that wrote the old buffer are stale
+                drop(lambda k: k.params == slot.params and k.delivers not in (
+                    -1, outputs.generation))
+        views = [] if buffer is None else make_views(buffer, variant.device, None, runs)
+        if placed is None:
+            gargs += views
+            return Target(buffer, None, outputs.generation)
+        arena = _torch.storage_alias(slot.arena.data_ptr(), variant.device, slot.nbytes)
+        slot.lend(arena, placed.arena_spans)
+        in_arena = iter(make_views(arena, variant.device, placed.arena_geometry))
+        rest = iter(views)
+        gargs += [next(in_arena) if a else next(rest) for a in placed.in_arena]
+        return Target(buffer, arena, outputs.generation if buffer is not None else -1)
+
+    @staticmethod
+    def _in_arena(variant: Any, slot: Slot) -> bool:
+        """Whether this backward may write gradients into its slot's arena: its saved bytes
+        are read by nothing after it (no retain_graph, no saved-tensor hooks at its forward),
+        and the loop has shown it drops gradients before the next forward."""
+        return (variant.deliver.overlay is not None and variant.region.grads_in_arena()
+                and not slot.watched and not _torch.keep_graph())
+
+    def _placement(self, variant: Any, slot: Slot) -> Placement | None:
+        key = (slot.layout.key, slot.nbytes)
+        placed = self._placements.get(key)
+        if placed is None:
+            placed = self._placements[key] = place_grads(variant.deliver, slot.layout,
+                                                         slot.nbytes, self.alignment)
+            state.counters["grad_bytes_in_arena"] += placed.arena_bytes
+            log.info("%s: %d of %d gradients (%d bytes) go into saved bytes of the slot's "
+                     "arena its backward has finished reading; %d bytes to the output buffer",
+                     variant.name, sum(placed.in_arena), len(placed.in_arena),
+                     placed.arena_bytes, placed.buffer_nbytes)
+        return placed if any(placed.in_arena) else None
+

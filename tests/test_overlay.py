@@ -1,0 +1,328 @@
+"""Gradients written into saved bytes of the slot's arena that the backward has finished
+reading (fxslots.overlay): the planner on hand-built spans, the lifetimes analysis on a traced
+backward, then the executor on CPU with the stand-in graph, bitwise against eager, through
+the loops that must not use it (accumulation, retain_graph) and one that changes its mind."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import fxslots
+from examples.models import MLP
+from fxslots.overlay import END, NEVER, Span, place, spans_of
+from fxslots.passes.deliver import deliver_grads, deliverable
+from fxslots.passes.lifetimes import read_lifetimes
+from tests.test_deliver import _backward_graph
+from tests.test_graph_executor_cpu import _StandInGraph, stand_in_graphs  # noqa: F401
+
+# ----------------------------------------------------------------------------- the planner
+
+
+def test_a_gradient_takes_bytes_read_before_it_is_written_and_no_others():
+    spans = [Span(0, 1024, last_read=5), Span(1024, 2048, last_read=9)]
+    # written at 6: only the first span is done; written at 5: its last reader is that node
+    assert place(spans, 2048, [(512, 6)], 256) == (0,)
+    assert place(spans, 2048, [(512, 5)], 256) == (None,)
+    assert place(spans, 2048, [(512, 10)], 256) == (0,)  # both done: one hole
+
+
+def test_gradients_never_share_bytes_and_stay_aligned():
+    spans = [Span(0, 4096, last_read=1)]
+    got = place(spans, 4096, [(1000, 2), (1000, 3), (1000, 4), (1000, 5)], 512)
+    assert got == (0, 1024, 2048, 3072)
+    assert all(o % 512 == 0 for o in got)
+    # A fifth of 1000 bytes no longer fits: it goes to the output buffer (None)
+    assert place(spans, 4096, [(1000, 2)] * 5, 512)[-1] is None
+
+
+def test_bytes_outside_every_span_are_free_from_the_start():
+    # The arena is sized by the largest variant: past this variant's spans, nothing is read.
+    spans = [Span(0, 1024, last_read=END)]
+    assert place(spans, 4096, [(2048, 0)], 512) == (1024,)
+    # A group no backward node reads (spans_of leaves it out) is free too.
+    assert spans_of([(0, 1024, 7), (1024, 1024, 8)], {7: NEVER, 8: 3}) == [Span(1024, 2048, 3)]
+
+
+def test_the_smallest_hole_that_fits_keeps_large_holes_for_large_gradients():
+    spans = [Span(0, 512, 1), Span(512, 1024, END), Span(1024, 4096, 1)]
+    # the small gradient (written first) takes the small hole; the large one still fits after
+    assert place(spans, 4096, [(512, 2), (3072, 3)], 512) == (0, 1024)
+
+
+# ----------------------------------------------------------------------------- lifetimes
+
+
+def test_lifetimes_follow_views_and_name_the_node_that_writes_each_gradient():
+    bw, _ = _backward_graph()
+    outputs = deliverable(bw, torch.device("cpu"), range(6))
+    gm, _ = deliver_grads(bw, outputs, None)
+    reads, writes = read_lifetimes(gm, len(outputs))
+    nodes = list(gm.graph.nodes)
+    placeholders = [n for n in nodes if n.op == "placeholder"]
+    assert len(reads) == len(placeholders) - len(outputs)
+    for p, at in zip(placeholders, reads, strict=False):
+        readers = [nodes.index(u) for u in p.users]
+        if not readers:
+            assert at == NEVER, p.name
+        elif any(u.op == "output" for u in p.users):
+            assert at == END, p.name
+        else:  # a view's readers count: never earlier than the direct ones
+            assert at >= max(readers), p.name
+    for buf, at in zip(placeholders[-len(outputs):], writes, strict=True):
+        assert nodes[at] in buf.users and all(nodes.index(u) >= at for u in buf.users)
+
+
+def test_a_view_read_later_keeps_its_base_alive_and_a_returned_value_lives_to_the_end():
+    aten = torch.ops.aten
+    g = torch.fx.Graph()
+    a, b, r, buf = (g.placeholder(n) for n in ("a", "b", "r", "buf"))
+    at = g.call_function(aten.t.default, (a,))  # 4: a view of a, read only at 6
+    two = g.call_function(aten.mul.Tensor, (b, 2))  # 5: b's last read
+    mm = g.call_function(aten.mm.default, (at, two))  # 6
+    g.call_function(aten.copy_.default, (buf, mm))  # 7: the gradient's write
+    g.output((mm, r))  # r is handed out: read at the end
+    reads, writes = read_lifetimes(torch.fx.GraphModule(nn.Module(), g), 1)
+    assert reads == (6, 5, END) and writes == (7,)
+
+
+# ----------------------------------------------------------------------------- the runtime
+
+
+def _arena_of(region):
+    (slot,) = region.ring.slots
+    return slot, slot.arena.data_ptr(), slot.arena.data_ptr() + slot.arena.numel()
+
+
+def _in(lo, hi, t):
+    return lo <= t.data_ptr() < hi
+
+
+def _pair(seed=0, d=64, layers=6):
+    torch.manual_seed(seed)
+    m, e = MLP(d, d, layers), MLP(d, d, layers)
+    e.load_state_dict(m.state_dict())
+    return m, e
+
+
+def test_a_loop_that_drops_gradients_gets_them_in_the_arena_bitwise(stand_in_graphs):  # noqa
+    m, e = _pair()
+    c = torch.compile(m, backend="fxslots", options={"slots": 1})
+    placed = []
+    for step in range(6):
+        x = torch.randn(256, 64)
+        c(x).sum().backward()
+        e(x).sum().backward()
+        for p, q in zip(m.parameters(), e.parameters(), strict=True):
+            assert torch.equal(p.grad, q.grad), step
+        (region,) = fxslots.regions()
+        slot, lo, hi = _arena_of(region)
+        placed.append([_in(lo, hi, p.grad) for p in m.parameters()])
+        rest = sum(p.grad.nbytes for p in m.parameters() if not _in(lo, hi, p.grad))
+        if any(placed[-1]):
+            assert slot.lent_out()
+            spans = sorted((p.grad.data_ptr(), p.grad.data_ptr() + p.grad.nbytes)
+                           for p in m.parameters() if _in(lo, hi, p.grad))
+            assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), "gradients overlap"
+        m.zero_grad(set_to_none=True)
+        e.zero_grad(set_to_none=True)
+    # The warm-up (the plain backward) shows the loop drops gradients; from the next step on,
+    # all but the first written (the last layer's, before anything was done being read) go
+    # into the arena, and the output buffer holds only those.
+    assert not any(placed[0])
+    assert sum(placed[-1]) >= len(placed[-1]) - 2, placed[-1]
+    assert placed[1:] == [placed[-1]] * 5  # the same place every step: graphs replay
+    assert region.ring.evictions == 0 and _StandInGraph.replays > 0
+    (buffer,) = region.outputs.values()
+    assert buffer.tensor.numel() <= rest + 512
+    assert fxslots.counters["grad_bytes_in_arena"] > 0
+
+
+def test_a_loop_that_accumulates_never_puts_gradients_in_the_arena(stand_in_graphs):  # noqa
+    m, e = _pair()
+    c = torch.compile(m, backend="fxslots", options={"slots": 1})
+    for step in range(4):
+        for _ in range(2):  # two microbatches, one .grad
+            x = torch.randn(256, 64)
+            c(x).sum().backward()
+            e(x).sum().backward()
+        for p, q in zip(m.parameters(), e.parameters(), strict=True):
+            assert torch.equal(p.grad, q.grad), step
+        m.zero_grad(set_to_none=True)
+        e.zero_grad(set_to_none=True)
+    (region,) = fxslots.regions()
+    assert region.grads_kept and not region.grads_in_arena()
+    assert fxslots.counters["grad_bytes_in_arena"] == 0
+
+
+def test_gradients_kept_past_the_next_forward_move_the_arena_not_the_gradients(
+        stand_in_graphs):  # noqa: F811
+    """The loop drops gradients for three steps, then keeps one step's past the next forward:
+    that forward takes a new arena (the old one stays the gradients'), which keep their
+    values; from then on gradients get a buffer of their own."""
+    m, e = _pair()
+    c = torch.compile(m, backend="fxslots", options={"slots": 1})
+    for _ in range(3):
+        x = torch.randn(256, 64)
+        c(x).sum().backward()
+        e(x).sum().backward()
+        m.zero_grad(set_to_none=True)
+        e.zero_grad(set_to_none=True)
+    x = torch.randn(256, 64)
+    c(x).sum().backward()
+    e(x).sum().backward()
+    (region,) = fxslots.regions()
+    slot, lo, hi = _arena_of(region)
+    kept = [p.grad for p in m.parameters()]
+    values = [g.clone() for g in kept]
+    assert any(_in(lo, hi, g) for g in kept)
+    for _ in range(3):  # more microbatches into the same .grad: they now add into it
+        x = torch.randn(256, 64)
+        c(x).sum().backward()
+        e(x).sum().backward()
+    assert region.ring.evictions == 1 and not region.grads_in_arena()
+    for p, q in zip(m.parameters(), e.parameters(), strict=True):
+        assert torch.equal(p.grad, q.grad)
+    # The gradients stayed where they were (the old arena, retired, kept for them).
+    assert [g.data_ptr() for g in kept] == [p.grad.data_ptr() for p in m.parameters()]
+    assert slot.retired and slot.retired[0][0].data_ptr() == lo
+    assert not any(_in(*_arena_of(region)[1:], g) for g in kept)
+    del kept, values
+
+
+def test_prepare_tells_nothing_about_the_loop_that_follows(stand_in_graphs):  # noqa: F811
+    """fxslots.prepare drops gradients itself: an accumulating loop after it never evicts."""
+    m, e = _pair()
+    c = torch.compile(m, backend="fxslots", options={"slots": 1})
+    fxslots.prepare(c, [torch.randn(256, 64)])
+    (region,) = fxslots.regions()
+    assert not (region.grads_kept or region.grads_dropped)
+    for step in range(3):
+        for _ in range(2):
+            x = torch.randn(256, 64)
+            c(x).sum().backward()
+            e(x).sum().backward()
+        for p, q in zip(m.parameters(), e.parameters(), strict=True):
+            assert torch.equal(p.grad, q.grad), step
+        m.zero_grad(set_to_none=True)
+        e.zero_grad(set_to_none=True)
+    assert region.grads_kept and region.ring.evictions == 0
+
+
+def test_after_prepare_a_loop_that_drops_gradients_captures_nothing(stand_in_graphs):  # noqa
+    m, e = _pair()
+    c = torch.compile(m, backend="fxslots", options={"slots": 1})
+    fxslots.prepare(c, [torch.randn(256, 64)])
+    captures = fxslots.counters["captures"]
+    for step in range(4):
+        x = torch.randn(256, 64)
+        c(x).sum().backward()
+        e(x).sum().backward()
+        for p, q in zip(m.parameters(), e.parameters(), strict=True):
+            assert torch.equal(p.grad, q.grad), step
+        m.zero_grad(set_to_none=True)
+        e.zero_grad(set_to_none=True)
+    (region,) = fxslots.regions()
+    assert region.grads_in_arena() and fxslots.counters["grad_bytes_in_arena"] > 0
+    assert fxslots.counters["captures"] == captures
+
+
+def test_retain_graph_keeps_the_saved_bytes_it_reads_again(stand_in_graphs):  # noqa: F811
+    m, e = _pair()
+    c = torch.compile(m, backend="fxslots", options={"slots": 1})
+    for step in range(5):
+        x = torch.randn(256, 64)
+        out, want = c(x).sum(), e(x).sum()
+        out.backward(retain_graph=step == 4)
+        want.backward(retain_graph=step == 4)
+        if step == 4:  # the second backward reads the same saved tensors
+            m.zero_grad(set_to_none=True)
+            e.zero_grad(set_to_none=True)
+            out.backward()
+            want.backward()
+        for p, q in zip(m.parameters(), e.parameters(), strict=True):
+            assert torch.equal(p.grad, q.grad), step
+        m.zero_grad(set_to_none=True)
+        e.zero_grad(set_to_none=True)
+
+
+def test_debug_poisoning_spares_the_gradients_in_a_released_arena(stand_in_graphs):  # noqa
+    m, e = _pair()
+    c = torch.compile(m, backend="fxslots", options={"slots": 1, "debug": True})
+    for step in range(5):
+        x = torch.randn(256, 64)
+        c(x).sum().backward()
+        e(x).sum().backward()
+        for p, q in zip(m.parameters(), e.parameters(), strict=True):
+            assert torch.equal(p.grad, q.grad), step
+        m.zero_grad(set_to_none=True)
+        e.zero_grad(set_to_none=True)
+    (region,) = fxslots.regions()
+    assert fxslots.counters["grad_bytes_in_arena"] > 0
+
+
+def test_the_option_off_keeps_gradients_out_of_the_arena(stand_in_graphs):  # noqa: F811
+    m, _ = _pair()
+    c = torch.compile(m, backend="fxslots", options={"slots": 1, "grads_in_arena": False})
+    for _ in range(4):
+        c(torch.randn(256, 64)).sum().backward()
+        m.zero_grad(set_to_none=True)
+    assert fxslots.counters["grad_bytes_in_arena"] == 0
+
+
+def test_a_conv_net_with_batch_norm_bitwise(stand_in_graphs):  # noqa: F811
+    """Multi-output backward ops (batch norm's) and convolution weight gradients."""
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                      nn.Conv2d(8, 8, 3, padding=1), nn.Flatten(), nn.Linear(8 * 64, 4))
+    e = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                      nn.Conv2d(8, 8, 3, padding=1), nn.Flatten(), nn.Linear(8 * 64, 4))
+    e.load_state_dict(m.state_dict())
+    c = torch.compile(m, backend="fxslots", options={"slots": 1})
+    for step in range(5):
+        x = torch.randn(16, 3, 8, 8)
+        c(x).square().mean().backward()
+        e(x).square().mean().backward()
+        for p, q in zip(m.parameters(), e.parameters(), strict=True):
+            assert torch.equal(p.grad, q.grad), step
+        m.zero_grad(set_to_none=True)
+        e.zero_grad(set_to_none=True)
+    assert fxslots.counters["grad_bytes_in_arena"] > 0
+
+
+# ----------------------------------------------------------------------------- CUDA
+
+
+@pytest.mark.cuda
+def test_cuda_gradients_in_the_arena_match_eager_and_survive_the_next_step():
+    """Real CUDA graphs: gradients land in the slot's arena, match eager's, and stay what they
+    were until the loop drops them; a loop that then keeps them past a forward moves the arena."""
+    torch.manual_seed(0)
+    m, e = MLP(256, 256, 6).cuda(), MLP(256, 256, 6).cuda()
+    e.load_state_dict(m.state_dict())
+    c = torch.compile(m, backend="fxslots", options={"slots": 1})
+    for step in range(6):
+        x = torch.randn(512, 256, device="cuda")
+        c(x).sum().backward()
+        e(x).sum().backward()
+        for p, q in zip(m.parameters(), e.parameters(), strict=True):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
+        m.zero_grad(set_to_none=True)
+        e.zero_grad(set_to_none=True)
+    (region,) = fxslots.regions()
+    slot, lo, hi = _arena_of(region)
+    assert fxslots.counters["grad_bytes_in_arena"] > 0
+    x = torch.randn(512, 256, device="cuda")
+    c(x).sum().backward()
+    e(x).sum().backward()
+    kept = [(p.grad, p.grad.clone()) for p in m.parameters() if _in(lo, hi, p.grad)]
+    assert kept
+    for _ in range(2):  # accumulate from now on: the next forward needs a new arena
+        x = torch.randn(512, 256, device="cuda")
+        c(x).sum().backward()
+        e(x).sum().backward()
+    torch.cuda.synchronize()
+    for p, q in zip(m.parameters(), e.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
+    assert region.ring.evictions == 1
