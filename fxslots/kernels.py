@@ -88,6 +88,7 @@ def compile_forward(variant: Any, fw: fx.GraphModule, example_inputs: Any, stati
         if log.isEnabledFor(logging.DEBUG):
             log.debug("the graph Inductor compiles for %s:\n%s", what, format_graph(gm))
         _mark_user_outputs(gm, num_fwd_outputs)
+        state.counters["inductor_compiles"] += 1  # runtime.cudagraphs.executor warms again
         compiled = _torch.inductor_compile(
             gm, list(example_inputs) + [fakes[v.name] for v in variant.plan.views],
             static_input_idxs=list(static))
@@ -113,6 +114,7 @@ def compile_graph(gm: fx.GraphModule, example_inputs: Any, what: str, options: O
         _mark_user_outputs(gm, None)
         # No static inputs: saved tensors arrive as slot views whose alignment the example
         # inputs may not show; Inductor then checks (and copies a misaligned one) at each call.
+        state.counters["inductor_compiles"] += 1
         compiled = _torch.inductor_compile(gm, list(example_inputs), static_input_idxs=[],
                                            is_backward=is_backward, is_inference=is_inference)
     except Exception as e:  # noqa: BLE001 - Inductor's failures are many; each falls back

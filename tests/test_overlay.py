@@ -14,6 +14,7 @@ from examples.models import MLP
 from fxslots.overlay import END, NEVER, Span, place, spans_of
 from fxslots.passes.deliver import deliver_grads, deliverable
 from fxslots.passes.lifetimes import read_lifetimes
+from tests.helpers import schedule_1f1b, schedule_ffbb
 from tests.test_deliver import _backward_graph
 from tests.test_graph_executor_cpu import _StandInGraph, stand_in_graphs  # noqa: F401
 
@@ -226,6 +227,30 @@ def test_after_prepare_a_loop_that_drops_gradients_captures_nothing(stand_in_gra
     (region,) = fxslots.regions()
     assert region.grads_in_arena() and fxslots.counters["grad_bytes_in_arena"] > 0
     assert fxslots.counters["captures"] == captures
+
+
+def test_a_loop_seen_keeping_gradients_stops_before_it_must_evict(stand_in_graphs):  # noqa
+    """FFBB steps show a loop that drops gradients; then a 1F1B step runs a forward while the
+    first backward's gradients live: the region stops putting them in arenas there, and that
+    forward takes a spare slot (three slots), not the lent one: nothing is evicted."""
+    m, e = _pair()
+    c = torch.compile(m, backend="fxslots", options={"slots": 3})
+    for sched in (schedule_ffbb(2), schedule_ffbb(2), schedule_1f1b(4, 2), schedule_ffbb(2)):
+        xs = [torch.randn(256, 64) for _ in range(4)]
+        for model in (c, e):
+            pending = {}
+            for op, i in sched:
+                if op == "F":
+                    pending[i] = model(xs[i])
+                else:
+                    pending.pop(i).sum().backward()
+        for p, q in zip(m.parameters(), e.parameters(), strict=True):
+            assert torch.equal(p.grad, q.grad)
+        m.zero_grad(set_to_none=True)
+        e.zero_grad(set_to_none=True)
+    (region,) = fxslots.regions()
+    assert region.grads_dropped and region.grads_kept and not region.grads_in_arena()
+    assert region.ring.evictions == 0 and fxslots.counters["grad_bytes_in_arena"] > 0
 
 
 def test_retain_graph_keeps_the_saved_bytes_it_reads_again(stand_in_graphs):  # noqa: F811

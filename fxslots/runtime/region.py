@@ -52,8 +52,8 @@ class Region:
         return buffer
 
     def watch_grads(self, grad: Any) -> None:
-        """After a backward, until the loop is known: one parameter gradient it handed out."""
-        if (not (self.grads_kept or self.grads_dropped) and isinstance(grad, torch.Tensor)
+        """After a backward, until the loop is seen to keep gradients: one it handed out."""
+        if (not self.grads_kept and isinstance(grad, torch.Tensor)
                 and not state.preparing):  # fxslots.prepare drops them itself
             self._grads = _torch.StorageWeakRef(grad.untyped_storage())
 
@@ -69,7 +69,9 @@ class Region:
     def grads_in_arena(self) -> bool:
         """Whether backwards may write gradients into their slot's arena (``fxslots.overlay``):
         only once the loop has dropped them before a forward, and never kept them past one
-        (the next forward into that slot would need a new arena: ``ring.SlotRing._evict``)."""
+        (the next forward into that slot would need a new arena: ``ring.SlotRing._evict``).
+        Watched at every backward: a loop that starts keeping them stops it before a forward
+        has to evict, unless that very forward finds no other slot."""
         return self.grads_dropped and not self.grads_kept and self.ring.evictions == 0
 
     def note_recapture(self, key: Any, argument: int) -> None:

@@ -65,7 +65,9 @@ class GraphExecutor:
         self.capturer = CudaCapturer(variant.device)
         self.graphs: dict[CaptureKey, Captured] = {}
         # (direction, accumulate, a delivering graph's own kernels) run once uncaptured
-        self.warm: set[tuple] = set()
+        # ... and when: Inductor's compile count then (a later compile can reset the tuning
+        # of kernels its code shares: H200 run 20, a kernel autotuned inside a capture)
+        self.warm: dict[tuple, int] = {}
         self.uncaptured: set[CaptureKey] = set()
         placeholders = list(variant.forward_graph.graph.find_nodes(op="placeholder"))
         self._staged = [[p.name for p in placeholders].index(v.holds)
@@ -208,10 +210,13 @@ class GraphExecutor:
             return gm(*gargs)
         # A delivering graph of ATen kernels runs the plain backward's: one warm-up serves both.
         warm = (key.direction, key.accumulate, delivers and variant.deliver.kernel is not None)
-        if warm not in self.warm or key in self.uncaptured:
+        compiles, last = state.counters["inductor_compiles"], self.warm.get(warm)
+        stale = last is None or (last != compiles and not isinstance(gm, torch.fx.GraphModule))
+        if stale or key in self.uncaptured:
             # Lazy initialisation (cuBLAS handles, autotuning; Inductor's kernels tune at their
-            # first launch, so each graph warms up once) must not land in a capture.
-            self.warm.add(warm)
+            # first launch) must not land in a capture: each graph runs uncaptured first, and
+            # Inductor's code again after any Inductor compile since.
+            self.warm[warm] = compiles
             return gm(*gargs)
         cap = self._capture(variant, slot, key, gm, gargs, stage, nargs)
         if cap is None:
