@@ -121,6 +121,7 @@ def _memory(row: dict, mem: Memory) -> None:
     row["peak_alloc_gib"] = (None if row["peak_steady_gib"] is None else
                              max(row["peak_warm_gib"] or 0.0, row["peak_steady_gib"]))
     row["reserved_gib"] = mem.reserved_gib()
+    row.update(mem.reserved_split())
 
 
 def run_host(spec: dict, row: dict, save: Save) -> None:

@@ -61,7 +61,8 @@ SPEED: list[Column] = [
     ("ms/step median [min-max]", _spread("ms_per_step")), ("x eager", _ratio("eager")),
     ("x reduce-overhead", _ratio("reduce-overhead")), ("peak GiB", _get("peak_alloc_gib", ".2f")),
     ("steady GiB", _get("peak_steady_gib", ".2f")), ("reserved GiB", _get("reserved_gib", ".2f")),
-    ("captures", _get("captures", "d")), ("copy-free", _get("copy_free_fraction", ".0%")),
+    ("graph pools GiB", _get("graph_pools_gib", ".2f")),
+    ("cached free GiB", _get("cached_free_gib", ".2f")), ("captures", _get("captures", "d")), ("copy-free", _get("copy_free_fraction", ".0%")),
     ("copied MiB/fwd", _get("copied_bytes_per_forward", ".1f", 2**-20)),
     ("slot MiB", _get("slot_bytes", ".0f", 2**-20)), ("warm s", _get("warm_s", ".1f")),
     ("grad err", _grad), ("error", _error)]
@@ -82,6 +83,8 @@ OFFLOAD: list[Column] = [
     _key("model"), _key("case"), ("ms/step median [min-max]", _spread("ms_per_step")),
     ("x eager", _ratio("eager")), ("peak GiB", _get("peak_alloc_gib", ".2f")),
     ("reserved GiB", _get("reserved_gib", ".2f")),
+    ("graph pools GiB", _get("graph_pools_gib", ".2f")),
+    ("cached free GiB", _get("cached_free_gib", ".2f")),
     ("offloaded MiB/step", _get("offloaded_bytes_per_step", ".1f", 2**-20)),
     ("link-min ms", _get("link_min_ms", ".2f")),
     ("copy overlap", _get("copy_overlap_fraction", ".0%")), ("grad err", _grad),

@@ -177,6 +177,21 @@ class Memory:
     def reserved_gib(self) -> float | None:
         return torch.cuda.memory_reserved() / 2**30 if self.cuda else None
 
+    def reserved_split(self) -> dict[str, float]:
+        """Where reserved memory is: the default pool's allocated and cached-free bytes, and
+        private pools (CUDA graphs': fxslots' shared pool, reduce-overhead's trees)."""
+        if not self.cuda:
+            return {}
+        split = {"default_alloc_gib": 0.0, "cached_free_gib": 0.0, "graph_pools_gib": 0.0}
+        for seg in torch.cuda.memory_snapshot():
+            private = tuple(seg.get("segment_pool_id", (0, 0))) != (0, 0)
+            if private:
+                split["graph_pools_gib"] += seg["total_size"] / 2**30
+            else:
+                split["default_alloc_gib"] += seg["allocated_size"] / 2**30
+                split["cached_free_gib"] += (seg["total_size"] - seg["allocated_size"]) / 2**30
+        return {k: round(v, 4) for k, v in split.items()}
+
 
 def fxslots_counter(name: str) -> int:
     import fxslots

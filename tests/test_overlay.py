@@ -337,6 +337,9 @@ def test_cuda_gradients_in_the_arena_match_eager_and_survive_the_next_step():
         e.zero_grad(set_to_none=True)
     (region,) = fxslots.regions()
     slot, lo, hi = _arena_of(region)
+    if fxslots.Options().kernels == "inductor":  # FXSLOTS_KERNELS: Inductor keeps the buffer
+        assert fxslots.counters["grad_bytes_in_arena"] == 0
+        return
     assert fxslots.counters["grad_bytes_in_arena"] > 0
     x = torch.randn(512, 256, device="cuda")
     c(x).sum().backward()

@@ -88,6 +88,26 @@ def test_zoo_under_the_cuda_graph_executor(stand_in_graphs, family, ckpt, dynami
     zoo.assert_bitwise(ours, ref)
 
 
+@pytest.mark.parametrize("family,dynamic,options", [
+    ("llama", False, {}), ("bert", False, {}), ("t5", False, {}), ("mixtral", False, {}),
+    ("conv", False, {}), ("llama", True, {"offload": "above:256"}),
+    ("conv", True, {"recompute": "pointwise"})],
+    ids=["llama", "bert", "t5", "mixtral", "conv", "llama-dynamic-offload",
+         "conv-dynamic-recompute"])
+def test_zoo_gradients_in_the_arena_bitwise(stand_in_graphs, family, dynamic, options):
+    """A loop that drops gradients each step: from the second step the backwards write
+    parameter gradients into saved bytes of the arena they have finished reading."""
+    model, xs = zoo.build(family), zoo.inputs(family) * 2
+    ours = zoo.train_steps(model, "fxslots", xs, dynamic=dynamic, options={"slots": 1,
+                                                                            **options})
+    placed = fxslots.counters["grad_bytes_in_arena"]
+    ref = zoo.train_steps(model, "aot_eager", xs, dynamic=dynamic)
+    assert placed > 0 and _StandInGraph.replays > 0
+    for step, (a, b) in enumerate(zip(ours, ref, strict=True)):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert (x is None) == (y is None) and (x is None or torch.equal(x, y)), (step, i)
+
+
 def test_checkpointed_random_op_runs_without_cuda_graphs(stand_in_graphs):
     """Llama's checkpointed layers replay a random op (the CPU SDPA kernel) from a saved RNG
     state: a captured graph would replay the state of its capture, so that forward runs

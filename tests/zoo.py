@@ -151,6 +151,24 @@ def train(model: nn.Module, backend: str, xs: list[torch.Tensor], *, dynamic: bo
     return res
 
 
+def train_steps(model: nn.Module, backend: str, xs: list[torch.Tensor], *,
+                dynamic: bool | None, options: dict | None = None) -> list[list]:
+    """One step per input (forward, backward, then ``zero_grad(set_to_none=True)``) of a fresh
+    copy of ``model``: each step's gradients. A loop that drops gradients before the next
+    forward: the one whose backwards write gradients into the slot's arena (fxslots.overlay)."""
+    fxslots.reset()
+    torch.manual_seed(0)
+    m = copy.deepcopy(model)
+    kw = {"options": options} if options else {}
+    f = torch.compile(m, backend=backend, dynamic=dynamic, **kw)
+    grads = []
+    for x in xs:
+        f(x).float().square().mean().backward()
+        grads.append([None if p.grad is None else p.grad.clone() for p in m.parameters()])
+        m.zero_grad(set_to_none=True)
+    return grads
+
+
 def _symbols(plan) -> set:
     return set().union(*(p.nbytes.free_symbols for p in plan.placements))
 
