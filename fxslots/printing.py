@@ -135,3 +135,37 @@ def _group_lines(saved: SavedSet, plan: ArenaPlan) -> list[str]:
         lines.append("passed to backward untouched: " + ", ".join(
             f"{name} ({what})" for name, what in saved.passthrough))
     return lines
+
+
+def format_arena_grads(deliver: Any, layout: Any, capacity: int, alignment: int) -> str:
+    """Where a delivering backward writes each gradient at one layout (``fxslots.overlay``):
+    the arena bytes it takes and the groups whose bytes those were (with the node that read
+    them last), or the output buffer. Positions are nodes of the delivering backward."""
+    from .overlay import END, place, spans_of
+
+    ov = deliver.overlay
+    names = [n.name for n in deliver.graph.graph.nodes]
+    spans = spans_of(layout.groups, ov.reads)
+    by_span = {(s.start, s.end): g for off, n, g in layout.groups for s in spans
+               if (s.start, s.end) == (off, off + n)}
+    offsets = place(spans, capacity, list(zip(ov.nbytes, ov.writes, strict=True)), alignment)
+    header = ("gradient", "bytes", "written by", "goes to", "over")
+    rows = []
+    for out, n, at, off in zip(deliver.outputs, ov.nbytes, ov.writes, offsets, strict=True):
+        if off is None:
+            rows.append((f"output {out}", str(n), names[at], "output buffer", "-"))
+            continue
+        over = [f"{'staged inputs' if g < 0 else f'g{g}'} (read last by "
+                f"{'the output' if s.last_read == END else names[s.last_read]})"
+                for s in spans for g in [by_span[(s.start, s.end)]]
+                if s.start < off + n and off < s.end]
+        rows.append((f"output {out}", str(n), names[at], f"arena [{off}, {off + n})",
+                     ", ".join(over) or "bytes no group holds"))
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    lines = [fmt.format(*header).rstrip(), fmt.format(*("-" * w for w in widths)).rstrip()]
+    lines += [fmt.format(*r).rstrip() for r in rows]
+    placed = sum(n for n, off in zip(ov.nbytes, offsets, strict=True) if off is not None)
+    lines.append(f"in the arena: {placed} of {sum(ov.nbytes)} gradient bytes "
+                 f"(arena {capacity} bytes)")
+    return "\n".join(lines)

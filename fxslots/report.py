@@ -10,7 +10,7 @@ from typing import Any, Iterator
 import torch
 
 from . import state
-from .printing import format_plan
+from .printing import format_arena_grads, format_plan
 from .schemas import ArenaPlan, SavedSet
 
 
@@ -40,6 +40,7 @@ class Report:
             if g.plan is not None:
                 parts.append("----- plan -----")
                 parts.append(format_plan(g.saved, g.plan))
+            parts.extend(_arena_grads(g.variant))
             if g.kernels:  # kernels="inductor": who writes each group's slot bytes
                 parts.append("----- Inductor's slot writes (read from its code) -----")
                 parts.extend(g.kernels)
@@ -121,6 +122,20 @@ def explain(model: torch.nn.Module, *args: Any, dynamic: bool | None = None,
                           "variant": s.variant, "microbatch": s.microbatch,
                           "pending": s.pending()})
     return Report(rec, slots)
+
+
+def _arena_grads(variant: Any) -> list[str]:
+    """Under CUDA graphs with ATen kernels: where each gradient goes, at each layout seen."""
+    d = None if variant is None else variant.deliver
+    if d is None or d.overlay is None:
+        return []
+    parts = []
+    for layout in variant.layouts.values():
+        capacity = max([s.nbytes for s in variant.ring.slots] + [layout.nbytes])
+        parts.append(f"----- gradients in the arena at {dict(layout.key) or 'its one shape'} "
+                     f"(once the loop drops .grad before each forward) -----")
+        parts.append(format_arena_grads(d, layout, capacity, variant.ring.options.alignment))
+    return parts
 
 
 def _flatten(x: Any) -> list[Any]:

@@ -5,8 +5,12 @@ the loops that must not use it (accumulation, retain_graph) and one that changes
 
 from __future__ import annotations
 
+import copy
+import re
+
 import pytest
 import torch
+from expecttest import assert_expected_inline
 from torch import nn
 
 import fxslots
@@ -354,3 +358,46 @@ def test_cuda_gradients_in_the_arena_match_eager_and_survive_the_next_step():
     for p, q in zip(m.parameters(), e.parameters(), strict=True):
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
     assert region.ring.evictions == 1
+
+
+# ----------------------------------------------------------------------------- golden
+
+
+def test_golden_explain_shows_each_gradient_over_the_bytes_it_reuses(stand_in_graphs):  # noqa
+    """The table explain() prints, pinned; then the runtime: bitwise against eager, and every
+    gradient at the arena offset the table names (or outside the arena: the output buffer)."""
+    torch.manual_seed(0)
+    model, x = MLP(16, 16, 3), torch.randn(64, 16)
+    text = str(fxslots.explain(model, x))
+    table = text[text.index("----- gradients in the arena"):]
+    assert_expected_inline(table, """\
+----- gradients in the arena at its one shape (once the loop drops .grad before each forward) -----
+gradient  bytes  written by  goes to               over
+--------  -----  ----------  --------------------  -------------------------------
+output 0  1024   mm_4        arena [9728, 10752)   g5 (read last by gelu_backward)
+output 1  64     sum_3       arena [10752, 10816)  g5 (read last by gelu_backward)
+output 3  1024   mm_3        arena [8192, 9216)    g5 (read last by gelu_backward)
+output 4  64     sum_2       arena [9216, 9280)    g5 (read last by gelu_backward)
+output 5  1024   mm_1        output buffer         -
+output 6  64     sum_1       output buffer         -
+in the arena: 2176 of 3264 gradient bytes (arena 20480 bytes)""")
+    want = {int(m[1]): (int(m[2]) if m[2] else None) for m in re.finditer(
+        r"^output (\d+) +\d+ +\w+ +(?:arena \[(\d+), \d+\)|output buffer)", table, re.M)}
+    model.zero_grad(set_to_none=True)  # explain ran a backward
+    fxslots.reset()
+    e = copy.deepcopy(model)
+    c = torch.compile(model, backend="fxslots", options={"slots": 1})
+    for step in range(3):
+        c(x).sum().backward()
+        e(x).sum().backward()
+        for p, q in zip(model.parameters(), e.parameters(), strict=True):
+            assert torch.equal(p.grad, q.grad), step
+        (region,) = fxslots.regions()
+        slot, lo, hi = _arena_of(region)
+        params = list(model.parameters())
+        got = {i: (params[k].grad.data_ptr() - lo if _in(lo, hi, params[k].grad) else None)
+               for k, i in enumerate((0, 1, 3, 4, 5, 6))}
+        if step:  # the first step is the warm-up: the plain backward
+            assert got == want, (step, got)
+        model.zero_grad(set_to_none=True)
+        e.zero_grad(set_to_none=True)
