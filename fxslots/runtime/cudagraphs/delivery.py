@@ -23,6 +23,18 @@ class Target:
     buffer: Any  # the output buffer's, or None: every gradient is in the arena
     arena: Any  # the slot's arena's, over the gradients placed there, or None
     generation: int  # the output buffer's generation the graph writes (-1: none)
+    runs: tuple  # of the gradients in the buffer (runtime.layout.view_runs)
+    placed: "Placement | None" = None
+
+    def views(self, device: Any) -> list[Any]:
+        """The graph's gradient arguments, in delivery order. Only a run that is not a replay
+        needs them (a captured graph writes the addresses of its capture): built on demand."""
+        rest = [] if self.buffer is None else make_views(self.buffer, device, None, self.runs)
+        if self.placed is None:
+            return rest
+        in_arena = iter(make_views(self.arena, device, None, self.placed.arena_runs))
+        others = iter(rest)
+        return [next(in_arena) if a else next(others) for a in self.placed.in_arena]
 
 
 @dataclass(frozen=True)
@@ -34,6 +46,8 @@ class Placement:
     arena_spans: tuple[tuple[int, int], ...]  # their bytes
     buffer_geometry: tuple  # of the others, packed in the buffer
     buffer_nbytes: int
+    arena_runs: tuple = ()  # runtime.layout.view_runs of each geometry, grouped once
+    buffer_runs: tuple = ()
 
     @property
     def arena_bytes(self) -> int:
@@ -55,7 +69,8 @@ def place_grads(deliver: Any, layout: Any, capacity: int, alignment: int) -> Pla
             spans.append((off, off + n))
     buffer_geometry, buffer_nbytes = pack(rest, alignment)
     return Placement(tuple(o is not None for o in offsets), tuple(arena), tuple(spans),
-                     tuple(buffer_geometry), buffer_nbytes)
+                     tuple(buffer_geometry), buffer_nbytes, view_runs(arena),
+                     view_runs(buffer_geometry))
 
 
 class Deliveries:
@@ -65,17 +80,15 @@ class Deliveries:
         self.alignment = alignment
         self._placements: dict[tuple, Placement] = {}
 
-    def target(self, variant: Any, slot: Slot, gargs: list[Any], outputs: Any, drop: Any
-               ) -> Target:
-        """Append the gradients' views to ``gargs``; ``drop(stale)`` forgets graphs that wrote
-        an output buffer that has moved."""
+    def target(self, variant: Any, slot: Slot, outputs: Any, drop: Any) -> Target:
+        """Where this backward's gradients go; ``drop(stale)`` forgets graphs that wrote an
+        output buffer that has moved."""
         d = variant.deliver
         placed = self._placement(variant, slot) if self._in_arena(variant, slot) else None
         if placed is None:
-            geometry, nbytes, runs = d.geometry, d.nbytes, d.runs
+            nbytes, runs = d.nbytes, d.runs
         else:
-            geometry, nbytes = placed.buffer_geometry, placed.buffer_nbytes
-            runs = view_runs(geometry)
+            nbytes, runs = placed.buffer_nbytes, placed.buffer_runs
         buffer = None
         if nbytes or placed is None:
             generation = outputs.generation
@@ -83,16 +96,12 @@ class Deliveries:
             if outputs.generation != generation:  # graphs that wrote the old buffer are stale
                 drop(lambda k: k.params == slot.params and k.delivers not in (
                     -1, outputs.generation))
-        views = [] if buffer is None else make_views(buffer, variant.device, None, runs)
         if placed is None:
-            gargs += views
-            return Target(buffer, None, outputs.generation)
+            return Target(buffer, None, outputs.generation, runs)
         arena = _torch.storage_alias(slot.arena.data_ptr(), variant.device, slot.nbytes)
         slot.lend(arena, placed.arena_spans)
-        in_arena = iter(make_views(arena, variant.device, placed.arena_geometry))
-        rest = iter(views)
-        gargs += [next(in_arena) if a else next(rest) for a in placed.in_arena]
-        return Target(buffer, arena, outputs.generation if buffer is not None else -1)
+        return Target(buffer, arena, outputs.generation if buffer is not None else -1, runs,
+                      placed)
 
     @staticmethod
     def _in_arena(variant: Any, slot: Slot) -> bool:

@@ -65,8 +65,7 @@ class GraphExecutor:
         self.capturer = CudaCapturer(variant.device)
         self.graphs: dict[CaptureKey, Captured] = {}
         # (direction, accumulate, a delivering graph's own kernels) run once uncaptured
-        # ... and when: Inductor's compile count then (a later compile can reset the tuning
-        # of kernels its code shares: H200 run 20, a kernel autotuned inside a capture)
+        # ... at which Inductor compile count (run 20: after one, a kernel tuned in a capture)
         self.warm: dict[tuple, int] = {}
         self.uncaptured: set[CaptureKey] = set()
         placeholders = list(variant.forward_graph.graph.find_nodes(op="placeholder"))
@@ -130,7 +129,7 @@ class GraphExecutor:
         tangents = [i for i in self._tangents if isinstance(args[i], torch.Tensor)]
         gargs = self._stage_backward(variant, args, tangents) + (grads or [])
         outputs = self.region.outputs_for(slot.params)
-        target = self._deliver_into(variant, gargs, outputs, slot) if grads is None else None
+        target = self._deliver_into(variant, outputs, slot) if grads is None else None
         key = CaptureKey(Direction.BACKWARD, slot.index, slot.generation,
                          self.region.staging.generation,
                          (slot.layout.key, tuple(tuple(args[i].shape) for i in tangents)),
@@ -144,21 +143,22 @@ class GraphExecutor:
         out = None if variant.deliver is not None and outputs.delivering else outputs
         if cap is not None and self._replay(cap, gargs, slot, key):
             return cap.results((None, None), variant.device, out, grads=delivered)
+        gargs += [] if target is None else target.views(variant.device)
         if slot.saved_outs is not None:  # tokens in the saved places: this run reads views
             saved_views(variant.saved_backward_args, slot.saved_outs, gargs)
         return self._first_runs(variant, slot, key, gargs, (), len(gargs), (None, None),
                                 delivered, out)
 
-    def _deliver_into(self, variant: Variant, gargs: list[Any], outputs, slot: Slot) -> Any:
-        """Where this backward delivers its gradients (a ``delivery.Target``; their views are
-        appended to ``gargs``), or None: they are copied out of the pool."""
+    def _deliver_into(self, variant: Variant, outputs, slot: Slot) -> Any:
+        """Where this backward delivers its gradients (a ``delivery.Target``), or None: they
+        are copied out of the pool."""
         d = variant.deliver
         # create_graph=True: the gradients join a graph that may outlive the next backward
         if d is None or not outputs.delivering or torch.is_grad_enabled():
             return None
         if d.kernel is None and (Direction.BACKWARD, False, False) not in self.warm:
             return None  # ATen: the plain backward warms up (no buffer held during it)
-        target = self.deliveries.target(variant, slot, gargs, outputs, self._drop)
+        target = self.deliveries.target(variant, slot, outputs, self._drop)
         if not outputs.delivering:
             log.info("%s: the caller kept the gradients of %d backwards past the next one; "
                      "gradients are copied out from now on", variant.name, outputs.held)
