@@ -32,14 +32,46 @@ def out_variant(qualname: str) -> str | None:
     return _registered[qualname]
 
 
-def _define(name: str, schema: str, kernel: Callable[..., Any]) -> str:
+def _define(name: str, schema: str, kernel: Callable[..., Any],
+            keys: tuple[str, ...] = ("CPU", "CUDA")) -> str:
     global _lib
     if _lib is None:
         _lib = torch.library.Library("fxslots", "DEF")
     _lib.define(f"{name}.out{schema}")
-    for key in ("CPU", "CUDA"):  # a device kernel: it writes into out= itself
+    for key in keys:  # a device kernel: it writes into out= itself
         _lib.impl(f"{name}.out", kernel, key)
+    torch.library.register_fake(f"fxslots::{name}.out", _returns_out, lib=_lib)
     return f"fxslots::{name}.out"
+
+
+def _returns_out(*args: Any, out: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+    return out
+
+
+def _cudnn_convolution_out(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                           padding: list[int], stride: list[int], dilation: list[int],
+                           groups: int, benchmark: bool, deterministic: bool, allow_tf32: bool,
+                           *, out: torch.Tensor) -> torch.Tensor:
+    # Convolution.cpp, at::_convolution, ConvBackend::Cudnn: cudnn_convolution of the input
+    # (contiguous in the memory format cuDNN is given), then add_ of the bias as (1, C, 1, 1).
+    torch.ops.aten.cudnn_convolution.out(input.contiguous(), weight, padding, stride, dilation,
+                                         groups, benchmark, deterministic, allow_tf32, out=out)
+    if bias is not None:
+        out.add_(bias.reshape(1, -1, 1, 1))
+    return out
+
+
+def cudnn_convolution() -> str:
+    """``fxslots::cudnn_convolution.out``: a CUDA 2-d convolution with its bias, written into
+    out= by the kernels ``aten.convolution`` runs there (``routes.EXPANSIONS`` says when)."""
+    if "cudnn_convolution" not in _registered:
+        _registered["cudnn_convolution"] = _define(
+            "cudnn_convolution",
+            "(Tensor input, Tensor weight, Tensor? bias, SymInt[] padding, SymInt[] stride, "
+            "SymInt[] dilation, SymInt groups, bool benchmark, bool deterministic, "
+            "bool allow_tf32, *, Tensor(a!) out) -> Tensor(a!)",
+            _cudnn_convolution_out, keys=("CUDA",))
+    return _registered["cudnn_convolution"]
 
 
 def _fingerprint(fn: Callable[..., Any]) -> str:

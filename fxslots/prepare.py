@@ -56,8 +56,9 @@ def prepare(model: Any, examples: Sequence[Any], *, slots: int = 1) -> Prepared:
                     _in_flight(model, module, args, slots, first)
         # A loop that drops gradients before each forward gets backwards that write them into
         # the arena (fxslots.overlay); which loop comes is not known yet: capture those too.
+        # (A model that is no Module cannot have its gradients dropped between passes.)
         with _gradients_in_arenas() as any_:
-            for args in calls if any_ else ():
+            for args in calls if any_ and module is not None else ():
                 for first in range(slots):
                     _in_flight(model, module, args, slots, first)
     if any(a.is_cuda for args in calls for a in args if isinstance(a, torch.Tensor)):

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from . import _torch
-from .out_variants import out_variant
+from .out_variants import cudnn_convolution, out_variant
 
 aten = torch.ops.aten
 
@@ -67,6 +67,11 @@ EXPANSIONS: dict[Any, tuple[str, str | None, str]] = {
     # fused kernel with no out= form.
     aten.native_dropout.default: ("aten::mul.out", "cpu", "native_dropout on cpu is "
                                   "bernoulli_ into the mask, then mul and mul_"),
+    # _convolution on CUDA picks cuDNN for a 2-d, single-group, non-transposed convolution of a
+    # contiguous float input (ConvBackend::Cudnn); no CPU kernel writes a convolution into out=.
+    aten.convolution.default: ("fxslots::cudnn_convolution.out", "cuda",
+                               "a 2-d convolution on cuda is cudnn_convolution, then add_ of "
+                               "the bias"),
 }
 
 
@@ -77,7 +82,30 @@ def _expands(target: Any, args: tuple, kwargs: dict) -> bool:
         return (args[2] if len(args) > 2 else kwargs.get("train")) is not False
     if target is aten._safe_softmax.default:
         return (args[2] if len(args) > 2 else kwargs.get("dtype")) is None
+    if target is aten.convolution.default:
+        return _cudnn_convolves(args)
     return True
+
+
+def _cudnn_convolves(args: tuple) -> bool:
+    """Whether ``aten.convolution`` runs cuDNN's kernel on these arguments (static shapes, no
+    64-bit indexing), as ``fxslots::cudnn_convolution.out`` does; registers that op."""
+    if len(args) != 9 or not torch.backends.cudnn.enabled:
+        return False
+    x, w = (getattr(a, "meta", {}).get("val") for a in args[:2])
+    stride, padding, dilation, transposed, _, groups = args[3:]
+    if not all(isinstance(t, torch.Tensor) and t.dim() == 4 for t in (x, w)):
+        return False
+    sizes = (*x.shape, *w.shape, *stride, *padding, *dilation)
+    if transposed or groups != 1 or not all(type(n) is int for n in sizes):
+        return False
+    if x.dtype not in (torch.float32, torch.float16, torch.bfloat16) or x.dtype != w.dtype:
+        return False
+    out = [(x.shape[2 + i] + 2 * padding[i] - dilation[i] * (w.shape[2 + i] - 1) - 1)
+           // stride[i] + 1 for i in range(2)]
+    numel = max(x.numel(), x.shape[0] * w.shape[0] * out[0] * out[1])
+    cudnn_convolution()
+    return x.is_contiguous() and w.is_contiguous() and 0 < numel < 2**31
 
 
 @dataclass(frozen=True)

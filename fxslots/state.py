@@ -12,6 +12,9 @@ What lives here:
   autograd's path, which sums the regions' contributions before adding them).
 - ``pools``: per CUDA device, the shared graph pool that the region's graphs are captured into;
   a pool lives while a graph captured in it does, then its handle is never used again.
+- ``viewed``: memory the caller's tensors view through a non-owning alias (gradients in a
+  slot's arena or an output buffer): kept while they live, past their slot, their region and
+  ``reset()``, which must not free what a ``.grad`` still points into.
 
 Lifecycle: everything is created lazily at the first compile or capture (importing fxslots does
 no CUDA work). A region's arenas and graphs are freed when the model it was compiled for dies
@@ -41,6 +44,19 @@ preparing = 0  # > 0 inside fxslots.prepare: captures there are expected, not ne
 # it compares keys with ==, which a tensor answers elementwise.
 accumulators: dict[int, tuple[Any, set[int]]] = {}
 accumulators_shared = 0
+viewed: list[tuple[Any, Any]] = []  # (memory, weak reference of the alias that views it)
+
+
+def keep_while_viewed(memory: Any, alias_ref: Any) -> None:
+    """Keep ``memory`` alive while the storage ``alias_ref`` weakly refers to does."""
+    release_unviewed()
+    viewed.append((memory, alias_ref))
+
+
+def release_unviewed() -> None:
+    """Drop the memory nothing views any more (called at every forward: cheap when empty)."""
+    if viewed:
+        viewed[:] = [(m, r) for m, r in viewed if not r.expired()]
 
 
 def accumulator_ref(param: Any) -> Any:

@@ -273,3 +273,38 @@ def test_auto_offload_times_the_real_host_link():
     c(torch.randn(64, 256, device="cuda")).sum().backward()
     (link,) = costs._LINK.values()
     assert 1e9 < link < 1e12, link
+
+
+def _conv_net():
+    torch.manual_seed(0)
+    nn = torch.nn
+    return nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+        nn.Conv2d(16, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+        nn.Conv2d(16, 16, 3, padding=1, groups=4), nn.BatchNorm2d(16), nn.Flatten(),
+        nn.Linear(16 * 64, 10)).cuda()
+
+
+@pytest.mark.parametrize("kernels", ["aten", "inductor"])
+def test_convolutions_write_their_slot_through_cudnn(kernels):
+    """A 2-d single-group convolution whose output is saved (for batch norm) is computed into
+    its slot by cuDNN (fxslots::cudnn_convolution.out: what aten.convolution runs on CUDA);
+    the grouped one is copied. Gradients and running statistics match eager."""
+    x = torch.randn(8, 3, 8, 8, device="cuda")
+    report = fxslots.explain(_conv_net(), x, kernels=kernels)
+    forward = report.graphs[0].forward_after
+    assert forward.count("cudnn_convolution.out") == 2, forward
+    fxslots.reset()
+    m, e = _conv_net(), _conv_net()
+    c = torch.compile(m, backend="fxslots", options={"slots": 1, "kernels": kernels})
+    for step in range(5):
+        x = torch.randn(8, 3, 8, 8, device="cuda")
+        c(x).square().mean().backward()
+        e(x).square().mean().backward()
+        for p, q in zip(m.parameters(), e.parameters(), strict=True):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
+        for a, b in zip(m.buffers(), e.buffers(), strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+        m.zero_grad(set_to_none=True)
+        e.zero_grad(set_to_none=True)
+    assert fxslots.counters["captures"] > 0

@@ -6,6 +6,7 @@ the loops that must not use it (accumulation, retain_graph) and one that changes
 from __future__ import annotations
 
 import copy
+import gc
 import re
 
 import pytest
@@ -14,6 +15,7 @@ from expecttest import assert_expected_inline
 from torch import nn
 
 import fxslots
+from fxslots import state
 from examples.models import MLP
 from fxslots.overlay import END, NEVER, Span, place, spans_of
 from fxslots.passes.deliver import deliver_grads, deliverable
@@ -90,6 +92,21 @@ def test_a_view_read_later_keeps_its_base_alive_and_a_returned_value_lives_to_th
     g.output((mm, r))  # r is handed out: read at the end
     reads, writes = read_lifetimes(torch.fx.GraphModule(nn.Module(), g), 1)
     assert reads == (6, 5, END) and writes == (7,)
+
+
+def test_a_collective_reads_its_input_until_what_waits_for_it_is_done():
+    """A functional collective reads its input on another stream until wait_tensor, which
+    takes only the collective's output: the input is read as long as anything downstream."""
+    c10d, aten = torch.ops._c10d_functional, torch.ops.aten
+    g = torch.fx.Graph()
+    a, b, buf = (g.placeholder(n) for n in ("a", "b", "buf"))
+    gathered = g.call_function(c10d.all_gather_into_tensor.default, (a, 2, "0"))  # 3
+    waited = g.call_function(c10d.wait_tensor.default, (gathered,))  # 4
+    total = g.call_function(aten.sum.default, (waited,))  # 5
+    g.call_function(aten.copy_.default, (buf, total))  # 6
+    g.output((b,))
+    reads, _ = read_lifetimes(torch.fx.GraphModule(nn.Module(), g), 1)
+    assert reads[0] == 6, reads
 
 
 # ----------------------------------------------------------------------------- the runtime
@@ -189,11 +206,36 @@ def test_gradients_kept_past_the_next_forward_move_the_arena_not_the_gradients(
     assert region.ring.evictions == 1 and not region.grads_in_arena()
     for p, q in zip(m.parameters(), e.parameters(), strict=True):
         assert torch.equal(p.grad, q.grad)
-    # The gradients stayed where they were (the old arena, retired, kept for them).
+    # The gradients stayed where they were (the old arena, kept for them while they live).
     assert [g.data_ptr() for g in kept] == [p.grad.data_ptr() for p in m.parameters()]
-    assert slot.retired and slot.retired[0][0].data_ptr() == lo
+    assert any(mem.data_ptr() == lo for mem, _ in state.viewed)
     assert not any(_in(*_arena_of(region)[1:], g) for g in kept)
     del kept, values
+    m.zero_grad(set_to_none=True)
+    e.zero_grad(set_to_none=True)
+    c(torch.randn(256, 64)).sum().backward()  # the next forward lets the old arena go
+    assert not any(mem.data_ptr() == lo for mem, _ in state.viewed)
+
+
+def test_gradients_held_across_reset_keep_their_values(stand_in_graphs):  # noqa: F811
+    """fxslots.reset() frees the regions; memory a held .grad views (the arena, the output
+    buffer) stays until the gradient dies (review of run 20's change: it was freed)."""
+    m, e = _pair()
+    c = torch.compile(m, backend="fxslots", options={"slots": 1})
+    for _ in range(4):
+        x = torch.randn(256, 64)
+        m.zero_grad(set_to_none=True)
+        e.zero_grad(set_to_none=True)
+        c(x).sum().backward()
+        e(x).sum().backward()
+    assert fxslots.counters["grad_bytes_in_arena"] > 0
+    fxslots.reset()
+    torch._dynamo.reset()
+    gc.collect()
+    scribble = [torch.full((1 << 16,), 7.0) for _ in range(64)]  # reuse freed memory, if any
+    for p, q in zip(m.parameters(), e.parameters(), strict=True):
+        assert torch.equal(p.grad, q.grad)
+    del scribble
 
 
 def test_prepare_tells_nothing_about_the_loop_that_follows(stand_in_graphs):  # noqa: F811

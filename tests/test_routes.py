@@ -46,6 +46,31 @@ def test_dropout_expands_on_cpu_only():
     assert find_route(aten.native_dropout.default, "cuda", None, (None, 0.1, True)).op is None
 
 
+class _Val:
+    """An argument node as _expands sees it: its example value in meta."""
+
+    def __init__(self, v):
+        self.meta = {"val": v}
+
+
+def _conv_args(x=(2, 3, 8, 8), w=(4, 3, 3, 3), transposed=False, groups=1, dtype=None):
+    dtype = dtype or torch.float32
+    return (_Val(torch.empty(x, dtype=dtype)), _Val(torch.empty(w, dtype=dtype)), None,
+            [1, 1], [1, 1], [1, 1], transposed, [0, 0], groups)
+
+
+def test_a_cuda_convolution_routes_through_cudnn_into_the_slot():
+    """On CUDA, aten.convolution of a 2-d single-group convolution runs cuDNN, then adds the
+    bias: fxslots::cudnn_convolution.out does the same into out=. On CPU no kernel writes a
+    convolution into given memory (above). Run on the H200: tests/test_cuda.py."""
+    route = find_route(aten.convolution.default, "cuda", None, _conv_args())
+    assert route.op == "fxslots::cudnn_convolution.out" and "cudnn_convolution" in route.via
+    for args in (_conv_args(transposed=True), _conv_args(groups=3, w=(3, 1, 3, 3)),
+                 _conv_args(x=(2, 3, 8), w=(4, 3, 3)), _conv_args(dtype=torch.float64)):
+        assert find_route(aten.convolution.default, "cuda", None, args).op is None
+    assert find_route(aten.convolution.default, "cpu", None, _conv_args()).op is None
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("case", ["relu", "mul", "add", "sub", "div", "safe_softmax", "embedding",
                                   "dropout", "sort", "index_put"])

@@ -121,6 +121,19 @@ def _native_dropout(graph, node, outs) -> int:
     return 5
 
 
+def _convolution(graph, node, outs) -> int:
+    # Convolution.cpp, _convolution with ConvBackend::Cudnn (routes._cudnn_convolves): the
+    # global cuDNN flags aten.convolution reads, read now.
+    x, w, bias, stride, padding, dilation, _, _, groups = node.args
+    deterministic = (torch.backends.cudnn.deterministic
+                     or torch.are_deterministic_algorithms_enabled())
+    node.target = torch.ops.fxslots.cudnn_convolution.out
+    node.args = (x, w, bias, padding, stride, dilation, groups, torch.backends.cudnn.benchmark,
+                 deterministic, torch.backends.cudnn.allow_tf32)
+    node.kwargs = {"out": outs[0]}
+    return 1
+
+
 _EXPAND: dict = {
     aten.relu.default: _relu,
     aten.mul.Scalar: _scalar(aten.mul.out),
@@ -132,4 +145,5 @@ _EXPAND: dict = {
     aten.native_dropout.default: _native_dropout,
     aten.sort.default: _sort,
     aten.index_put.default: _index_put,
+    aten.convolution.default: _convolution,
 }

@@ -33,9 +33,29 @@ def _last_read(value: fx.Node, pos: dict[fx.Node, int]) -> int:
         for user in stack.pop().users:
             if user.op == "output":
                 return END
-            last = max(last, pos[user])
+            last = max(last, pos[user] if not _reads_later(user) else _downstream(user, pos))
             if user not in seen and _may_return_alias(user.target):
                 seen.add(user)
+                stack.append(user)
+    return last
+
+
+def _reads_later(node: fx.Node) -> bool:
+    """A functional collective launches on another stream and reads its inputs there until
+    its ``wait_tensor``, which takes only its output."""
+    return isinstance(node.target, _torch.OpOverload) and "c10d_functional" in node.target.name()
+
+
+def _downstream(node: fx.Node, pos: dict[fx.Node, int]) -> int:
+    """The last position of ``node`` and everything that uses its result (END if returned)."""
+    last, stack, seen = pos[node], [node], {node}
+    while stack:
+        for user in stack.pop().users:
+            if user.op == "output":
+                return END
+            if user not in seen:
+                seen.add(user)
+                last = max(last, pos[user])
                 stack.append(user)
     return last
 

@@ -13,12 +13,12 @@ import itertools
 import logging
 import threading
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
 
-from .. import _torch
+from .. import _torch, state
 from ..errors import ArenaLimitError, CaptureError, FxslotsError, SlotsExhaustedError
 from ..options import Options
 
@@ -53,8 +53,6 @@ class Slot:
     # .overlay): the weak reference of the alias they are handed out through, and their bytes.
     lent: Any = None
     lent_spans: tuple[tuple[int, int], ...] = ()
-    # Arenas moved away from while their gradients were still used: kept until they die.
-    retired: list = field(default_factory=list)
 
     @property
     def nbytes(self) -> int:
@@ -72,7 +70,10 @@ class Slot:
         return self.lent is not None and not self.lent.expired()
 
     def lend(self, alias: Any, spans: tuple[tuple[int, int], ...]) -> None:
+        """``alias`` views this arena for the caller: the arena lives as long (an eviction, the
+        region's death or ``fxslots.reset()`` only drop the slot's hold on it)."""
         self.lent, self.lent_spans = _torch.StorageWeakRef(alias), spans
+        state.keep_while_viewed(self.arena, self.lent)
 
     def check_held(self) -> None:
         """Debug mode, before every replay: the slot is held by exactly one live microbatch."""
@@ -121,6 +122,8 @@ class SlotRing:
             if not self.slots:
                 self.slots = [Slot(i, device) for i in range(self.options.slots)]
             slot = self._free_slot(variant)
+            slot.lent, slot.lent_spans = None, ()  # not lent out (or evicted): nothing to spare
+            state.release_unviewed()
             if slot.device != device:
                 raise FxslotsError(
                     f"fxslots: {self.name} ran on {device} after {slot.device}; one compiled "
@@ -169,10 +172,8 @@ class SlotRing:
 
     def _evict(self, slot: Slot) -> None:
         """Gradients in ``slot``'s arena outlived the next forward (a loop that accumulates
-        them, say): the arena is kept for them, and the slot gets a new one (``acquire``
-        allocates it) and its graphs go stale."""
-        slot.retired = [(a, o) for a, o in slot.retired if not o.expired()]
-        slot.retired.append((slot.arena, slot.lent))
+        them, say): the arena stays theirs (``Slot.lend``), and the slot gets a new one
+        (``acquire`` allocates it) and its graphs go stale."""
         slot.arena, slot.lent, slot.lent_spans = None, None, ()
         self.evictions += 1
         self._moved(slot)
@@ -232,12 +233,9 @@ class SlotRing:
         bytes until its backward); listeners drop whatever pointed into them."""
         with self._lock:
             for s in self.slots:
-                s.retired = [(a, o) for a, o in s.retired if not o.expired()]
-                if s.lent_out():  # gradients still used live there
-                    continue
                 if not s.pending() and (s.arena is not None or s.host_arena is not None):
-                    s.arena = s.host_arena = None
-                    s.layout = None
+                    s.arena = s.host_arena = None  # lent bytes stay alive (state.viewed)
+                    s.layout, s.lent, s.lent_spans = None, None, ()
                     self._moved(s)
 
 

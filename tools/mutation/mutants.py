@@ -44,6 +44,7 @@ OPTIONS = "fxslots/options.py"
 OVERLAY = "fxslots/overlay.py"
 LIFETIMES = "fxslots/passes/lifetimes.py"
 DELIVERY = "fxslots/runtime/cudagraphs/delivery.py"
+STATE = "fxslots/state.py"
 
 BAD = "tests/test_bad_inputs.py"
 STAND_IN = "tests/test_graph_executor_cpu.py"
@@ -415,6 +416,12 @@ MUTANTS: tuple[Mutant, ...] = (
            "no forward writes an arena whose gradients someone still uses", "cpu",
            ("tests/test_overlay.py::"
             "test_gradients_kept_past_the_next_forward_move_the_arena_not_the_gradients",)),
+    Mutant("viewed-memory-not-kept", STATE,
+           "    viewed.append((memory, alias_ref))\n",
+           "",
+           "memory a held gradient views (an arena, an output buffer) outlives its slot, its "
+           "region and fxslots.reset()", "cpu",
+           ("tests/test_overlay.py::test_gradients_held_across_reset_keep_their_values",)),
     Mutant("arena-grads-despite-retain-graph", DELIVERY,
            "and not slot.watched and not _torch.keep_graph())",
            "and not slot.watched)",

@@ -8,7 +8,7 @@ from typing import Callable
 
 import torch
 
-from ... import _torch
+from ... import _torch, state
 from ..layout import Geometry, make_views
 
 
@@ -58,7 +58,7 @@ class OutputBuffer:
     addresses from step to step, and a backward that adds into them (captured with those
     addresses) replays instead of capturing again. Handed out as views of a fresh alias, whose
     weak reference tells when the last one died; a buffer still held when the next backward
-    comes is retired (kept alive until its views die) and a new one made.
+    comes is retired (``state.viewed`` keeps it alive until its views die) and a new one made.
     """
 
     def __init__(self) -> None:
@@ -66,12 +66,9 @@ class OutputBuffer:
         self.generation = 0  # a new tensor, at a new address: graphs that write it are stale
         self.held = 0  # how often one was retired because the caller still held it
         self._owner = None
-        self._retired: list[tuple[torch.Tensor, object]] = []
 
     def alias(self, nbytes: int, device: torch.device):
-        self._retired = [(t, o) for t, o in self._retired if not o.expired()]
         if self._owner is not None and not self._owner.expired():
-            self._retired.append((self.tensor, self._owner))
             self.tensor = None
             self.held += 1
         if self.tensor is None or self.tensor.numel() < nbytes or self.tensor.device != device:
@@ -79,6 +76,7 @@ class OutputBuffer:
             self.generation += 1
         alias = _torch.storage_alias(self.tensor.data_ptr(), device, max(nbytes, 1))
         self._owner = _torch.StorageWeakRef(alias)
+        state.keep_while_viewed(self.tensor, self._owner)
         return alias
 
     @property
@@ -87,5 +85,4 @@ class OutputBuffer:
         return self.held <= HELD_LIMIT
 
     def free(self) -> None:
-        if self._owner is None or self._owner.expired():
-            self.tensor = None
+        self.tensor = None  # what the caller still views stays alive (state.viewed)
