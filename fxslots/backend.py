@@ -34,6 +34,7 @@ from .capturable import uncapturable_reason
 from .costs import caps_for
 from .offloading import OffloadContext, choose_offload
 from .passes.offload import schedule_offload, schedule_reload
+from .passes.unalias import unalias_outputs
 from .policies import PARTITIONERS, RECOMPUTE
 from .printing import format_graph
 from .record import CompiledGraphs, graph_lines
@@ -221,6 +222,8 @@ class _Compiler:
 
     def compile_backward(self, bw: fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
         if self.variant is not None:
+            observe("unalias_outputs", unalias_outputs, bw, self.record.saved, self.variant.plan,
+                    graph=bw, summary=lambda n: f"{n} outputs that view the slot copied out")
             annotate_backward(bw, self.record.saved, self.variant.plan)
             if self.variant.plan.offloaded_bytes != 0:
                 observe("schedule_reload", schedule_reload, bw, self.record.saved,

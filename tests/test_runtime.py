@@ -9,6 +9,7 @@ import fxslots
 from fxslots.options import Options
 from fxslots.runtime.layout import make_views, view_runs
 from fxslots.runtime.ring import SlotRing
+from tests.test_graph_executor_cpu import stand_in_graphs  # noqa: F401
 
 
 def test_make_views_equals_one_set_per_view_with_runs_grouped():
@@ -152,3 +153,49 @@ def test_reset_frees_every_arena_while_the_model_lives(reset):
     assert not fxslots.regions()
     del c
     _train(model)  # and the model compiles and trains again
+
+
+class _ReturnsSaved(torch.autograd.Function):
+    """Its input's gradient is a tensor it saved: the backward returns a value in the slot."""
+
+    @staticmethod
+    def forward(ctx, x, w):
+        z = torch.tanh(x @ w)
+        ctx.save_for_backward(z, x)
+        return z * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        z, x = ctx.saved_tensors
+        return z, x.t() @ (g * (1 - z * z) * 2)
+
+
+class _UsesReturnsSaved(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(16, 16))
+        self.v = torch.nn.Parameter(torch.randn(16, 16))
+
+    def forward(self, x):
+        return torch.sin(_ReturnsSaved.apply(x, self.w) @ self.v)
+
+
+@pytest.mark.parametrize("graphs", [False, True], ids=["eager-executor", "graph-executor"])
+def test_a_gradient_that_is_a_saved_tensor_outlives_the_slot(graphs, request):
+    """x.grad kept across steps, where the backward returns a saved tensor as x's gradient:
+    the next forward reuses the slot, and the kept gradient must not change with it."""
+    if graphs:
+        request.getfixturevalue("stand_in_graphs")
+    torch.manual_seed(0)
+    m, e = _UsesReturnsSaved(), _UsesReturnsSaved()
+    e.load_state_dict(m.state_dict())
+    c = torch.compile(m, backend="fxslots", options={"slots": 1})
+    held = []
+    for _ in range(4):
+        x = torch.randn(8, 16, requires_grad=True)
+        xe = x.detach().clone().requires_grad_()
+        c(x).sum().backward()
+        e(xe).sum().backward()
+        held.append((x.grad, xe.grad))
+    for step, (got, want) in enumerate(held):
+        assert torch.equal(got, want), step

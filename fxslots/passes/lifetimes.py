@@ -34,7 +34,7 @@ def _last_read(value: fx.Node, pos: dict[fx.Node, int]) -> int:
             if user.op == "output":
                 return END
             last = max(last, pos[user] if not _reads_later(user) else _downstream(user, pos))
-            if user not in seen and _may_return_alias(user.target):
+            if user not in seen and may_return_alias(user.target):
                 seen.add(user)
                 stack.append(user)
     return last
@@ -60,7 +60,7 @@ def _downstream(node: fx.Node, pos: dict[fx.Node, int]) -> int:
     return last
 
 
-def _may_return_alias(target) -> bool:
+def may_return_alias(target) -> bool:
     """Whether a node's result may share bytes with an input: a view, an in-place op's result,
     getitem; and any callable without a schema (nothing says it does not)."""
     schema = getattr(target, "_schema", None)

@@ -45,6 +45,7 @@ OVERLAY = "fxslots/overlay.py"
 LIFETIMES = "fxslots/passes/lifetimes.py"
 DELIVERY = "fxslots/runtime/cudagraphs/delivery.py"
 STATE = "fxslots/state.py"
+UNALIAS = "fxslots/passes/unalias.py"
 
 BAD = "tests/test_bad_inputs.py"
 STAND_IN = "tests/test_graph_executor_cpu.py"
@@ -404,7 +405,7 @@ MUTANTS: tuple[Mutant, ...] = (
            "cpu", ("tests/test_overlay.py::"
                    "test_a_gradient_takes_bytes_read_before_it_is_written_and_no_others",)),
     Mutant("lifetimes-ignore-views", LIFETIMES,
-           "if user not in seen and _may_return_alias(user.target):",
+           "if user not in seen and may_return_alias(user.target):",
            "if False:",
            "a saved tensor is read as long as any view of it is", "cpu",
            ("tests/test_overlay.py::"
@@ -416,6 +417,11 @@ MUTANTS: tuple[Mutant, ...] = (
            "no forward writes an arena whose gradients someone still uses", "cpu",
            ("tests/test_overlay.py::"
             "test_gradients_kept_past_the_next_forward_move_the_arena_not_the_gradients",)),
+    Mutant("backward-returns-slot-bytes", UNALIAS,
+           "        if isinstance(o, fx.Node) and _views_any(o, slotted):",
+           "        if False:",
+           "a gradient the backward returns never views the slot (the next forward writes it)",
+           "cpu", ("tests/test_runtime.py::test_a_gradient_that_is_a_saved_tensor_outlives_the_slot",)),
     Mutant("viewed-memory-not-kept", STATE,
            "    viewed.append((memory, alias_ref))\n",
            "",
