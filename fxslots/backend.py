@@ -220,15 +220,19 @@ class _Compiler:
         run = self._kernels_for(fw, example_inputs, "a forward graph without slots")
         return boxed(lambda args: run(*args))
 
+    def _rewrite_backward(self, bw: fx.GraphModule) -> None:
+        saved, plan = self.record.saved, self.variant.plan
+        observe("unalias_outputs", unalias_outputs, bw, saved, plan, graph=bw,
+                summary=lambda n: f"{n} outputs that view the slot copied out")
+        annotate_backward(bw, saved, plan)
+        if plan.offloaded_bytes != 0:
+            observe("schedule_reload", schedule_reload, bw, saved, plan, self.caps,
+                    self.variant.device, graph=bw,
+                    summary=lambda n: f"{n} groups reloaded ahead of their first use")
+
     def compile_backward(self, bw: fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
         if self.variant is not None:
-            observe("unalias_outputs", unalias_outputs, bw, self.record.saved, self.variant.plan,
-                    graph=bw, summary=lambda n: f"{n} outputs that view the slot copied out")
-            annotate_backward(bw, self.record.saved, self.variant.plan)
-            if self.variant.plan.offloaded_bytes != 0:
-                observe("schedule_reload", schedule_reload, bw, self.record.saved,
-                        self.variant.plan, self.caps, self.variant.device, graph=bw,
-                        summary=lambda n: f"{n} groups reloaded ahead of their first use")
+            self._rewrite_backward(bw)
         text = format_graph(bw, "backward")
         if self.record is not None:
             self.record.backward = text

@@ -289,22 +289,31 @@ def _conv_net():
 def test_convolutions_write_their_slot_through_cudnn(kernels):
     """A 2-d single-group convolution whose output is saved (for batch norm) is computed into
     its slot by cuDNN (fxslots::cudnn_convolution.out: what aten.convolution runs on CUDA);
-    the grouped one is copied. Gradients and running statistics match eager."""
+    the grouped one is copied. Gradients and running statistics match eager as closely as
+    the same model with every group copied does (cuDNN convolutions run in TF32 by default)."""
     x = torch.randn(8, 3, 8, 8, device="cuda")
     report = fxslots.explain(_conv_net(), x, kernels=kernels)
     forward = report.graphs[0].forward_after
     assert forward.count("cudnn_convolution.out") == 2, forward
     fxslots.reset()
-    m, e = _conv_net(), _conv_net()
-    c = torch.compile(m, backend="fxslots", options={"slots": 1, "kernels": kernels})
+    e = _conv_net()
+    models = {name: _conv_net() for name in ("routed", "copied")}
+    compiled = {name: torch.compile(m, backend="fxslots", options={
+        "slots": 1, "kernels": kernels, "copy_free": name == "routed"})
+        for name, m in models.items()}
+    worst = dict.fromkeys(models, 0.0)
     for step in range(5):
         x = torch.randn(8, 3, 8, 8, device="cuda")
-        c(x).square().mean().backward()
         e(x).square().mean().backward()
-        for p, q in zip(m.parameters(), e.parameters(), strict=True):
-            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
-        for a, b in zip(m.buffers(), e.buffers(), strict=True):
-            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
-        m.zero_grad(set_to_none=True)
+        for name, c in compiled.items():
+            c(x).square().mean().backward()
+            for p, q in zip(models[name].parameters(), e.parameters(), strict=True):
+                worst[name] = max(worst[name], (p.grad - q.grad).abs().max().item())
+                torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-4)
+            for a, b in zip(models[name].buffers(), e.buffers(), strict=True):
+                torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+            models[name].zero_grad(set_to_none=True)
         e.zero_grad(set_to_none=True)
+    print(f"max |grad - eager's| over 5 steps: {worst}")
+    assert worst["routed"] <= 2 * worst["copied"] + 1e-5, worst
     assert fxslots.counters["captures"] > 0
