@@ -317,3 +317,26 @@ def test_convolutions_write_their_slot_through_cudnn(kernels):
     print(f"max |grad - eager's| over 5 steps: {worst}")
     assert worst["routed"] <= 2 * worst["copied"] + 1e-5, worst
     assert fxslots.counters["captures"] > 0
+
+
+@pytest.mark.parametrize("kernels", ["aten", "inductor"])
+def test_a_gradient_that_is_a_saved_tensor_outlives_the_slot_on_cuda(kernels):
+    """The backward returns a saved tensor as x's gradient (passes/unalias.py clones it): the
+    x.grad a caller keeps stays what it was while later forwards reuse the slot."""
+    from tests.test_runtime import _UsesReturnsSaved
+
+    torch.manual_seed(0)
+    m, e = _UsesReturnsSaved().cuda(), _UsesReturnsSaved().cuda()
+    e.load_state_dict(m.state_dict())
+    c = torch.compile(m, backend="fxslots", options={"slots": 1, "kernels": kernels})
+    held = []
+    for _ in range(5):
+        x = torch.randn(8, 16, device="cuda", requires_grad=True)
+        xe = x.detach().clone().requires_grad_()
+        c(x).sum().backward()
+        e(xe).sum().backward()
+        held.append((x.grad, xe.grad))
+    torch.cuda.synchronize()
+    assert fxslots.counters["captures"] > 0
+    for step, (got, want) in enumerate(held):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5, msg=f"step {step}")
