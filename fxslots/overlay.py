@@ -44,6 +44,14 @@ class Overlay:
         assert len(self.writes) == len(self.nbytes), (self.writes, self.nbytes)
         assert all(w >= 0 for w in self.writes), self.writes
 
+    def place_at(self, groups: Sequence[tuple[int, int, int]], capacity: int, alignment: int
+                 ) -> tuple[list["Span"], tuple[int | None, ...]]:
+        """The spans of an arena's groups ``(offset, nbytes, group id)`` at one shape and each
+        gradient's offset among them (``place``): what the runtime uses and explain() prints."""
+        spans = spans_of(groups, self.reads)
+        grads = list(zip(self.nbytes, self.writes, strict=True))
+        return spans, place(spans, capacity, grads, alignment)
+
 
 @dataclass(frozen=True)
 class Span:
@@ -52,6 +60,7 @@ class Span:
     start: int
     end: int
     last_read: int
+    group: int | None = None  # the storage group whose bytes these are, when one is
 
 
 def place(spans: Sequence[Span], capacity: int, grads: Sequence[tuple[int, int]],
@@ -95,5 +104,5 @@ def _smallest_hole(holes: list[tuple[int, int]], nbytes: int) -> int | None:
 def spans_of(groups: Sequence[tuple[int, int, int]], reads: Mapping[int, int]) -> list[Span]:
     """Spans of an arena's groups ``(offset, nbytes, group id)`` at one shape; a group no
     backward node reads is left out (free from the start)."""
-    return [Span(off, off + n, reads[g]) for off, n, g in groups
+    return [Span(off, off + n, reads[g], g) for off, n, g in groups
             if reads.get(g, NEVER) != NEVER and n > 0]

@@ -141,24 +141,20 @@ def format_arena_grads(deliver: Any, layout: Any, capacity: int, alignment: int)
     """Where a delivering backward writes each gradient at one layout (``fxslots.overlay``):
     the arena bytes it takes and the groups whose bytes those were (with the node that read
     them last), or the output buffer. Positions are nodes of the delivering backward."""
-    from .overlay import END, place, spans_of
+    from .overlay import END
 
     ov = deliver.overlay
     names = [n.name for n in deliver.graph.graph.nodes]
-    spans = spans_of(layout.groups, ov.reads)
-    by_span = {(s.start, s.end): g for off, n, g in layout.groups for s in spans
-               if (s.start, s.end) == (off, off + n)}
-    offsets = place(spans, capacity, list(zip(ov.nbytes, ov.writes, strict=True)), alignment)
+    spans, offsets = ov.place_at(layout.groups, capacity, alignment)
     header = ("gradient", "bytes", "written by", "goes to", "over")
     rows = []
     for out, n, at, off in zip(deliver.outputs, ov.nbytes, ov.writes, offsets, strict=True):
         if off is None:
             rows.append((f"output {out}", str(n), names[at], "output buffer", "-"))
             continue
-        over = [f"{'staged inputs' if g < 0 else f'g{g}'} (read last by "
+        over = [f"{'staged inputs' if s.group < 0 else f'g{s.group}'} (read last by "
                 f"{'the output' if s.last_read == END else names[s.last_read]})"
-                for s in spans for g in [by_span[(s.start, s.end)]]
-                if s.start < off + n and off < s.end]
+                for s in spans if s.start < off + n and off < s.end]
         rows.append((f"output {out}", str(n), names[at], f"arena [{off}, {off + n})",
                      ", ".join(over) or "bytes no group holds"))
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]

@@ -49,7 +49,7 @@ def test_bytes_outside_every_span_are_free_from_the_start():
     spans = [Span(0, 1024, last_read=END)]
     assert place(spans, 4096, [(2048, 0)], 512) == (1024,)
     # A group no backward node reads (spans_of leaves it out) is free too.
-    assert spans_of([(0, 1024, 7), (1024, 1024, 8)], {7: NEVER, 8: 3}) == [Span(1024, 2048, 3)]
+    assert spans_of([(0, 1024, 7), (1024, 1024, 8)], {7: NEVER, 8: 3}) == [Span(1024, 2048, 3, 8)]
 
 
 def test_the_smallest_hole_that_fits_keeps_large_holes_for_large_gradients():
@@ -121,6 +121,22 @@ def _in(lo, hi, t):
     return lo <= t.data_ptr() < hi
 
 
+def _both(c, e, x):
+    """One forward and backward of the compiled model ``c`` and of ``e`` (eager) on ``x``."""
+    c(x).sum().backward()
+    e(x).sum().backward()
+
+
+def _same_grads(m, e, step=None):
+    for p, q in zip(m.parameters(), e.parameters(), strict=True):
+        assert torch.equal(p.grad, q.grad), step
+
+
+def _drop(*models):
+    for model in models:
+        model.zero_grad(set_to_none=True)
+
+
 def _pair(seed=0, d=64, layers=6):
     torch.manual_seed(seed)
     m, e = MLP(d, d, layers), MLP(d, d, layers)
@@ -134,10 +150,8 @@ def test_a_loop_that_drops_gradients_gets_them_in_the_arena_bitwise(stand_in_gra
     placed = []
     for step in range(6):
         x = torch.randn(256, 64)
-        c(x).sum().backward()
-        e(x).sum().backward()
-        for p, q in zip(m.parameters(), e.parameters(), strict=True):
-            assert torch.equal(p.grad, q.grad), step
+        _both(c, e, x)
+        _same_grads(m, e, step)
         (region,) = fxslots.regions()
         slot, lo, hi = _arena_of(region)
         placed.append([_in(lo, hi, p.grad) for p in m.parameters()])
@@ -147,8 +161,7 @@ def test_a_loop_that_drops_gradients_gets_them_in_the_arena_bitwise(stand_in_gra
             spans = sorted((p.grad.data_ptr(), p.grad.data_ptr() + p.grad.nbytes)
                            for p in m.parameters() if _in(lo, hi, p.grad))
             assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), "gradients overlap"
-        m.zero_grad(set_to_none=True)
-        e.zero_grad(set_to_none=True)
+        _drop(m, e)
     # The warm-up (the plain backward) shows the loop drops gradients; from the next step on,
     # all but the first written (the last layer's, before anything was done being read) go
     # into the arena, and the output buffer holds only those.
@@ -167,12 +180,9 @@ def test_a_loop_that_accumulates_never_puts_gradients_in_the_arena(stand_in_grap
     for step in range(4):
         for _ in range(2):  # two microbatches, one .grad
             x = torch.randn(256, 64)
-            c(x).sum().backward()
-            e(x).sum().backward()
-        for p, q in zip(m.parameters(), e.parameters(), strict=True):
-            assert torch.equal(p.grad, q.grad), step
-        m.zero_grad(set_to_none=True)
-        e.zero_grad(set_to_none=True)
+            _both(c, e, x)
+        _same_grads(m, e, step)
+        _drop(m, e)
     (region,) = fxslots.regions()
     assert region.grads_kept and not region.grads_in_arena()
     assert fxslots.counters["grad_bytes_in_arena"] == 0
@@ -187,13 +197,10 @@ def test_gradients_kept_past_the_next_forward_move_the_arena_not_the_gradients(
     c = torch.compile(m, backend="fxslots", options={"slots": 1})
     for _ in range(3):
         x = torch.randn(256, 64)
-        c(x).sum().backward()
-        e(x).sum().backward()
-        m.zero_grad(set_to_none=True)
-        e.zero_grad(set_to_none=True)
+        _both(c, e, x)
+        _drop(m, e)
     x = torch.randn(256, 64)
-    c(x).sum().backward()
-    e(x).sum().backward()
+    _both(c, e, x)
     (region,) = fxslots.regions()
     slot, lo, hi = _arena_of(region)
     kept = [p.grad for p in m.parameters()]
@@ -201,18 +208,15 @@ def test_gradients_kept_past_the_next_forward_move_the_arena_not_the_gradients(
     assert any(_in(lo, hi, g) for g in kept)
     for _ in range(3):  # more microbatches into the same .grad: they now add into it
         x = torch.randn(256, 64)
-        c(x).sum().backward()
-        e(x).sum().backward()
+        _both(c, e, x)
     assert region.ring.evictions == 1 and not region.grads_in_arena()
-    for p, q in zip(m.parameters(), e.parameters(), strict=True):
-        assert torch.equal(p.grad, q.grad)
+    _same_grads(m, e)
     # The gradients stayed where they were (the old arena, kept for them while they live).
     assert [g.data_ptr() for g in kept] == [p.grad.data_ptr() for p in m.parameters()]
     assert any(mem.data_ptr() == lo for mem, _ in state.viewed)
     assert not any(_in(*_arena_of(region)[1:], g) for g in kept)
     del kept, values
-    m.zero_grad(set_to_none=True)
-    e.zero_grad(set_to_none=True)
+    _drop(m, e)
     c(torch.randn(256, 64)).sum().backward()  # the next forward lets the old arena go
     assert not any(mem.data_ptr() == lo for mem, _ in state.viewed)
 
@@ -224,17 +228,14 @@ def test_gradients_held_across_reset_keep_their_values(stand_in_graphs):  # noqa
     c = torch.compile(m, backend="fxslots", options={"slots": 1})
     for _ in range(4):
         x = torch.randn(256, 64)
-        m.zero_grad(set_to_none=True)
-        e.zero_grad(set_to_none=True)
-        c(x).sum().backward()
-        e(x).sum().backward()
+        _drop(m, e)
+        _both(c, e, x)
     assert fxslots.counters["grad_bytes_in_arena"] > 0
     fxslots.reset()
     torch._dynamo.reset()
     gc.collect()
     scribble = [torch.full((1 << 16,), 7.0) for _ in range(64)]  # reuse freed memory, if any
-    for p, q in zip(m.parameters(), e.parameters(), strict=True):
-        assert torch.equal(p.grad, q.grad)
+    _same_grads(m, e)
     del scribble
 
 
@@ -248,12 +249,9 @@ def test_prepare_tells_nothing_about_the_loop_that_follows(stand_in_graphs):  # 
     for step in range(3):
         for _ in range(2):
             x = torch.randn(256, 64)
-            c(x).sum().backward()
-            e(x).sum().backward()
-        for p, q in zip(m.parameters(), e.parameters(), strict=True):
-            assert torch.equal(p.grad, q.grad), step
-        m.zero_grad(set_to_none=True)
-        e.zero_grad(set_to_none=True)
+            _both(c, e, x)
+        _same_grads(m, e, step)
+        _drop(m, e)
     assert region.grads_kept and region.ring.evictions == 0
 
 
@@ -264,12 +262,9 @@ def test_after_prepare_a_loop_that_drops_gradients_captures_nothing(stand_in_gra
     captures = fxslots.counters["captures"]
     for step in range(4):
         x = torch.randn(256, 64)
-        c(x).sum().backward()
-        e(x).sum().backward()
-        for p, q in zip(m.parameters(), e.parameters(), strict=True):
-            assert torch.equal(p.grad, q.grad), step
-        m.zero_grad(set_to_none=True)
-        e.zero_grad(set_to_none=True)
+        _both(c, e, x)
+        _same_grads(m, e, step)
+        _drop(m, e)
     (region,) = fxslots.regions()
     assert region.grads_in_arena() and fxslots.counters["grad_bytes_in_arena"] > 0
     assert fxslots.counters["captures"] == captures
@@ -290,10 +285,8 @@ def test_a_loop_seen_keeping_gradients_stops_before_it_must_evict(stand_in_graph
                     pending[i] = model(xs[i])
                 else:
                     pending.pop(i).sum().backward()
-        for p, q in zip(m.parameters(), e.parameters(), strict=True):
-            assert torch.equal(p.grad, q.grad)
-        m.zero_grad(set_to_none=True)
-        e.zero_grad(set_to_none=True)
+        _same_grads(m, e)
+        _drop(m, e)
     (region,) = fxslots.regions()
     assert region.grads_dropped and region.grads_kept and not region.grads_in_arena()
     assert region.ring.evictions == 0 and fxslots.counters["grad_bytes_in_arena"] > 0
@@ -308,14 +301,11 @@ def test_retain_graph_keeps_the_saved_bytes_it_reads_again(stand_in_graphs):  # 
         out.backward(retain_graph=step == 4)
         want.backward(retain_graph=step == 4)
         if step == 4:  # the second backward reads the same saved tensors
-            m.zero_grad(set_to_none=True)
-            e.zero_grad(set_to_none=True)
+            _drop(m, e)
             out.backward()
             want.backward()
-        for p, q in zip(m.parameters(), e.parameters(), strict=True):
-            assert torch.equal(p.grad, q.grad), step
-        m.zero_grad(set_to_none=True)
-        e.zero_grad(set_to_none=True)
+        _same_grads(m, e, step)
+        _drop(m, e)
 
 
 def test_debug_poisoning_spares_the_gradients_in_a_released_arena(stand_in_graphs):  # noqa
@@ -323,12 +313,9 @@ def test_debug_poisoning_spares_the_gradients_in_a_released_arena(stand_in_graph
     c = torch.compile(m, backend="fxslots", options={"slots": 1, "debug": True})
     for step in range(5):
         x = torch.randn(256, 64)
-        c(x).sum().backward()
-        e(x).sum().backward()
-        for p, q in zip(m.parameters(), e.parameters(), strict=True):
-            assert torch.equal(p.grad, q.grad), step
-        m.zero_grad(set_to_none=True)
-        e.zero_grad(set_to_none=True)
+        _both(c, e, x)
+        _same_grads(m, e, step)
+        _drop(m, e)
     (region,) = fxslots.regions()
     assert fxslots.counters["grad_bytes_in_arena"] > 0
 
@@ -338,7 +325,7 @@ def test_the_option_off_keeps_gradients_out_of_the_arena(stand_in_graphs):  # no
     c = torch.compile(m, backend="fxslots", options={"slots": 1, "grads_in_arena": False})
     for _ in range(4):
         c(torch.randn(256, 64)).sum().backward()
-        m.zero_grad(set_to_none=True)
+        _drop(m)
     assert fxslots.counters["grad_bytes_in_arena"] == 0
 
 
@@ -355,10 +342,8 @@ def test_a_conv_net_with_batch_norm_bitwise(stand_in_graphs):  # noqa: F811
         x = torch.randn(16, 3, 8, 8)
         c(x).square().mean().backward()
         e(x).square().mean().backward()
-        for p, q in zip(m.parameters(), e.parameters(), strict=True):
-            assert torch.equal(p.grad, q.grad), step
-        m.zero_grad(set_to_none=True)
-        e.zero_grad(set_to_none=True)
+        _same_grads(m, e, step)
+        _drop(m, e)
     assert fxslots.counters["grad_bytes_in_arena"] > 0
 
 
@@ -375,12 +360,10 @@ def test_cuda_gradients_in_the_arena_match_eager_and_survive_the_next_step():
     c = torch.compile(m, backend="fxslots", options={"slots": 1})
     for step in range(6):
         x = torch.randn(512, 256, device="cuda")
-        c(x).sum().backward()
-        e(x).sum().backward()
+        _both(c, e, x)
         for p, q in zip(m.parameters(), e.parameters(), strict=True):
             torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
-        m.zero_grad(set_to_none=True)
-        e.zero_grad(set_to_none=True)
+        _drop(m, e)
     (region,) = fxslots.regions()
     slot, lo, hi = _arena_of(region)
     if fxslots.Options().kernels == "inductor":  # FXSLOTS_KERNELS: Inductor keeps the buffer
@@ -388,14 +371,12 @@ def test_cuda_gradients_in_the_arena_match_eager_and_survive_the_next_step():
         return
     assert fxslots.counters["grad_bytes_in_arena"] > 0
     x = torch.randn(512, 256, device="cuda")
-    c(x).sum().backward()
-    e(x).sum().backward()
+    _both(c, e, x)
     kept = [(p.grad, p.grad.clone()) for p in m.parameters() if _in(lo, hi, p.grad)]
     assert kept
     for _ in range(2):  # accumulate from now on: the next forward needs a new arena
         x = torch.randn(512, 256, device="cuda")
-        c(x).sum().backward()
-        e(x).sum().backward()
+        _both(c, e, x)
     torch.cuda.synchronize()
     for p, q in zip(m.parameters(), e.parameters(), strict=True):
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
@@ -425,15 +406,13 @@ output 6  64     sum_1       output buffer         -
 in the arena: 2176 of 3264 gradient bytes (arena 20480 bytes)""")
     want = {int(m[1]): (int(m[2]) if m[2] else None) for m in re.finditer(
         r"^output (\d+) +\d+ +\w+ +(?:arena \[(\d+), \d+\)|output buffer)", table, re.M)}
-    model.zero_grad(set_to_none=True)  # explain ran a backward
+    _drop(model)  # explain ran a backward
     fxslots.reset()
     e = copy.deepcopy(model)
     c = torch.compile(model, backend="fxslots", options={"slots": 1})
     for step in range(3):
-        c(x).sum().backward()
-        e(x).sum().backward()
-        for p, q in zip(model.parameters(), e.parameters(), strict=True):
-            assert torch.equal(p.grad, q.grad), step
+        _both(c, e, x)
+        _same_grads(model, e, step)
         (region,) = fxslots.regions()
         slot, lo, hi = _arena_of(region)
         params = list(model.parameters())
@@ -441,5 +420,4 @@ in the arena: 2176 of 3264 gradient bytes (arena 20480 bytes)""")
                for k, i in enumerate((0, 1, 3, 4, 5, 6))}
         if step:  # the first step is the warm-up: the plain backward
             assert got == want, (step, got)
-        model.zero_grad(set_to_none=True)
-        e.zero_grad(set_to_none=True)
+        _drop(model, e)

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ... import _torch, state
-from ...overlay import place, spans_of
 from ..layout import make_views, pack, view_runs
 from ..ring import Slot
 
@@ -42,12 +41,10 @@ class Placement:
     """Where each delivered gradient goes at one layout and arena size."""
 
     in_arena: tuple[bool, ...]  # per delivered gradient
-    arena_geometry: tuple  # of those in the arena, over the arena (runtime.layout.Geometry)
-    arena_spans: tuple[tuple[int, int], ...]  # their bytes
-    buffer_geometry: tuple  # of the others, packed in the buffer
+    arena_spans: tuple[tuple[int, int], ...]  # the bytes of those in the arena
+    arena_runs: tuple  # their views over the arena (runtime.layout.view_runs, grouped once)
+    buffer_runs: tuple  # the others', packed in the buffer
     buffer_nbytes: int
-    arena_runs: tuple = ()  # runtime.layout.view_runs of each geometry, grouped once
-    buffer_runs: tuple = ()
 
     @property
     def arena_bytes(self) -> int:
@@ -56,21 +53,18 @@ class Placement:
 
 def place_grads(deliver: Any, layout: Any, capacity: int, alignment: int) -> Placement:
     """The plan (``overlay.place``) for one layout, as geometry for the views."""
-    ov = deliver.overlay
-    offsets = place(spans_of(layout.groups, ov.reads), capacity,
-                    list(zip(ov.nbytes, ov.writes, strict=True)), alignment)
+    _, offsets = deliver.overlay.place_at(layout.groups, capacity, alignment)
     arena, spans, rest = [], [], []
-    for (dtype, _, shape, stride), off, n in zip(deliver.geometry, offsets, ov.nbytes,
-                                                strict=True):
+    for (dtype, _, shape, stride), off, n in zip(deliver.geometry, offsets,
+                                                deliver.overlay.nbytes, strict=True):
         if off is None:
             rest.append((dtype, shape, stride))
         else:
             arena.append((dtype, off // dtype.itemsize, shape, stride))
             spans.append((off, off + n))
     buffer_geometry, buffer_nbytes = pack(rest, alignment)
-    return Placement(tuple(o is not None for o in offsets), tuple(arena), tuple(spans),
-                     tuple(buffer_geometry), buffer_nbytes, view_runs(arena),
-                     view_runs(buffer_geometry))
+    return Placement(tuple(o is not None for o in offsets), tuple(spans), view_runs(arena),
+                     view_runs(buffer_geometry), buffer_nbytes)
 
 
 class Deliveries:
