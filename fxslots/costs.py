@@ -31,18 +31,30 @@ class DeviceCaps:
     flops_32: float  # fp32 FLOP/s
     hbm: float  # device memory bytes/s
     link: float  # host <-> device bytes/s, each way, pinned
+    # What one copy costs besides its bytes: its node in the captured graph (a host<->device
+    # copy node makes the graph's launch take about 2 us more, against about 0.005 us for a
+    # kernel node) and the copy engine's setup (1.5 MiB copies ran at 87% of the link).
+    # H200 run 21.
+    copy_latency: float = 0.0
 
     def transfer_seconds(self, nbytes: int) -> float:
-        return nbytes / self.link
+        return self.copy_latency + nbytes / self.link
+
+    def worth_a_copy(self, nbytes: int) -> bool:
+        """Whether moving ``nbytes`` takes longer than the copy's fixed cost: smaller groups
+        free too little to pay for their copies (llama-small's 4-byte RNG offsets, 4 KiB
+        RMSNorm scales)."""
+        return nbytes >= self.copy_latency * self.link
 
 
 def caps_for(device: torch.device, link: float | None = None) -> DeviceCaps:
     """H200-class figures on CUDA (measured by the project: 788 TFLOP/s bf16 matrix products,
-    4.3 TB/s copies) with the host link measured once per device, unless ``link`` is given;
-    nominal figures on CPU, where offloading is a plain copy."""
+    4.3 TB/s copies, 8 us a copy besides its bytes) with the host link measured once per
+    device, unless ``link`` is given; nominal figures on CPU, where offloading is a plain copy
+    with no fixed cost."""
     if device.type != "cuda":
         return DeviceCaps(1e11, 5e10, 2e10, link or 1e10)
-    return DeviceCaps(7.0e14, 5.0e13, 4.0e12, link or measured_link(device))
+    return DeviceCaps(7.0e14, 5.0e13, 4.0e12, link or measured_link(device), copy_latency=8e-6)
 
 
 # Bytes/s no host link reaches (NVLink-C2C is 450 GB/s each way): a measurement above it timed

@@ -121,17 +121,20 @@ def offload_budget(saved: SavedSet, arg: Any, ctx: OffloadContext) -> Decisions:
 
 def offload_auto(saved: SavedSet, arg: Any, ctx: OffloadContext) -> Decisions:
     """What the link carries under compute: copies queue on one stream in the order the
-    forward produces them; a group goes when its copy ends before the forward does and the
-    reloads of all chosen groups fit in the backward's compute time."""
-    link, free, moved, out = ctx.caps.link, 0.0, 0, {}
-    room = ctx.backward_seconds * link
+    forward produces them; a group goes when its copy ends before the forward does, the
+    reloads of all chosen groups fit in the backward's compute time, and it is large enough
+    to pay for a copy (``DeviceCaps.worth_a_copy``)."""
+    caps, free, reloads, out = ctx.caps, 0.0, 0.0, {}
     for g in sorted(offloadable(saved), key=lambda g: ctx.produced_at.get(g.id, 0.0)):
         n = ctx.sizes[g.id]
-        start = max(free, ctx.produced_at.get(g.id, 0.0))
-        end = start + n / link
-        what = f"{_mib(n)}, {n / link * 1e3:.3f} ms at {link / 1e9:.0f} GB/s"
-        if end <= ctx.forward_seconds and moved + n <= room:
-            free, moved = end, moved + n
+        took = caps.transfer_seconds(n)
+        end = max(free, ctx.produced_at.get(g.id, 0.0)) + took
+        what = f"{_mib(n)}, {took * 1e3:.3f} ms at {caps.link / 1e9:.0f} GB/s"
+        if not caps.worth_a_copy(n):
+            out[g.id] = (False, f"auto: {_mib(n)} frees less than a copy costs "
+                                f"({caps.copy_latency * 1e6:.0f} us)")
+        elif end <= ctx.forward_seconds and reloads + took <= ctx.backward_seconds:
+            free, reloads = end, reloads + took
             out[g.id] = (True, f"auto: {what}, copied by {end * 1e3:.3f} ms of a "
                                f"{ctx.forward_seconds * 1e3:.3f} ms forward")
         else:

@@ -90,7 +90,8 @@ def _expands(target: Any, args: tuple, kwargs: dict) -> bool:
 def _cudnn_convolves(args: tuple) -> bool:
     """Whether ``aten.convolution`` runs cuDNN's kernel on these arguments (static shapes, no
     64-bit indexing), as ``fxslots::cudnn_convolution.out`` does; registers that op."""
-    if len(args) != 9 or not torch.backends.cudnn.enabled:
+    # is_available: a CUDA build without cuDNN would fail at run time, not copy.
+    if len(args) != 9 or not (torch.backends.cudnn.enabled and torch.backends.cudnn.is_available()):
         return False
     x, w = (getattr(a, "meta", {}).get("val") for a in args[:2])
     stride, padding, dilation, transposed, _, groups = args[3:]

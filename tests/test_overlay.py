@@ -221,6 +221,27 @@ def test_gradients_kept_past_the_next_forward_move_the_arena_not_the_gradients(
     assert not any(mem.data_ptr() == lo for mem, _ in state.viewed)
 
 
+def test_an_eviction_out_of_memory_names_grads_in_arena(stand_in_graphs, monkeypatch):  # noqa
+    """The new arena an eviction needs (the old one holds kept gradients) does not fit: the
+    error says why and names the option that avoids it, before the forward writes anything."""
+    m, e = _pair()
+    c = torch.compile(m, backend="fxslots", options={"slots": 1})
+    for _ in range(3):
+        _both(c, e, torch.randn(256, 64))
+        _drop(m, e)
+    _both(c, e, torch.randn(256, 64))
+    real_empty = torch.empty
+
+    def no_arena(*args, **kwargs):  # an arena is a flat uint8 tensor on the slot's device
+        if kwargs.get("dtype") is torch.uint8 and "device" in kwargs:
+            raise torch.OutOfMemoryError("out of memory (test)")
+        return real_empty(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "empty", no_arena)
+    with pytest.raises(fxslots.ArenaLimitError, match="kept.*'grads_in_arena': False"):
+        c(torch.randn(256, 64))
+
+
 def test_gradients_held_across_reset_keep_their_values(stand_in_graphs):  # noqa: F811
     """fxslots.reset() frees the regions; memory a held .grad views (the arena, the output
     buffer) stays until the gradient dies (review of run 20's change: it was freed)."""

@@ -59,10 +59,14 @@ def _conv_args(x=(2, 3, 8, 8), w=(4, 3, 3, 3), transposed=False, groups=1, dtype
             [1, 1], [1, 1], [1, 1], transposed, [0, 0], groups)
 
 
-def test_a_cuda_convolution_routes_through_cudnn_into_the_slot():
+def test_a_cuda_convolution_routes_through_cudnn_into_the_slot(monkeypatch):
     """On CUDA, aten.convolution of a 2-d single-group convolution runs cuDNN, then adds the
     bias: fxslots::cudnn_convolution.out does the same into out=. On CPU no kernel writes a
-    convolution into given memory (above). Run on the H200: tests/test_cuda.py."""
+    convolution into given memory (above), and a build without cuDNN copies. Run on the H200:
+    tests/test_cuda.py."""
+    monkeypatch.setattr(torch.backends.cudnn, "is_available", lambda: False)
+    assert find_route(aten.convolution.default, "cuda", None, _conv_args()).op is None
+    monkeypatch.setattr(torch.backends.cudnn, "is_available", lambda: True)
     route = find_route(aten.convolution.default, "cuda", None, _conv_args())
     assert route.op == "fxslots::cudnn_convolution.out" and "cudnn_convolution" in route.via
     for args in (_conv_args(transposed=True), _conv_args(groups=3, w=(3, 1, 3, 3)),

@@ -129,7 +129,7 @@ class SlotRing:
                     f"fxslots: {self.name} ran on {device} after {slot.device}; one compiled "
                     f"model keeps its slots on one device (compile one model per device)")
             if slot.nbytes < nbytes:
-                self._grow(slot, nbytes, variant)
+                self._grow(slot, nbytes, variant, evicted=slot.arena is None and slot.generation > 0)
             if slot.host_nbytes < host_nbytes:
                 self._grow(slot, host_nbytes, variant, host=True)
             alias = _torch.storage_alias(slot.arena.data_ptr(), device, nbytes)
@@ -181,7 +181,8 @@ class SlotRing:
                  "slot takes a new arena, and this region's gradients get a buffer of their "
                  "own from now on", self.name, slot.index)
 
-    def _grow(self, slot: Slot, nbytes: int, variant: str, host: bool = False) -> None:
+    def _grow(self, slot: Slot, nbytes: int, variant: str, host: bool = False,
+              evicted: bool = False) -> None:
         old = slot.host_nbytes if host else slot.nbytes
         try:
             if host:  # pinned, so copies to and from it can run asynchronously and be captured
@@ -192,6 +193,13 @@ class SlotRing:
                 slot.arena = None  # free the old arena first: it holds nothing live
                 slot.arena = torch.empty(nbytes, dtype=torch.uint8, device=slot.device)
         except torch.OutOfMemoryError as e:
+            if evicted:  # the old arena still holds the gradients the loop kept
+                raise ArenaLimitError(
+                    f"fxslots: slot {slot.index} of {self.name} needs a new {nbytes}-byte arena "
+                    f"for {variant}, because gradients the training loop kept are in its old "
+                    f"one, and that ran out of memory ({e}). Set options={{'grads_in_arena': "
+                    f"False}} (gradients then never occupy an arena), or drop .grad before the "
+                    f"next forward (zero_grad(set_to_none=True))") from e
             raise ArenaLimitError(
                 f"fxslots: growing slot {slot.index} of {self.name} to {nbytes} bytes for "
                 f"{variant} ran out of memory ({e}). Earlier variants still run; lower the "

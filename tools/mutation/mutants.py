@@ -126,8 +126,8 @@ MUTANTS: tuple[Mutant, ...] = (
             f"{BAD}::test_backward_of_output_whose_slot_was_reused")),
     # ------------------------------------------------------------ offsets and arena size
     Mutant("arena-grows-too-little", RING,
-           "self._grow(slot, nbytes, variant)\n",
-           "self._grow(slot, nbytes // 2, variant)\n",
+           "self._grow(slot, nbytes, variant, evicted=",
+           "self._grow(slot, nbytes // 2, variant, evicted=",
            "an arena holds the largest variant that uses it", "cpu",
            (f"{BAD}::test_variant_beyond_dynamic_bound_recompiles_and_grows",
             "tests/test_backend.py::test_variants_share_one_ring_sized_by_the_largest")),

@@ -5,11 +5,13 @@
     python3 tools/mutation/run.py --suite cuda    # GPU mutants (on a GPU machine)
     python3 tools/mutation/run.py --only NAME ... # some mutants
     python3 tools/mutation/run.py --list          # the table, nothing run
+    python3 tools/mutation/run.py --jobs 1        # one mutant at a time (default: one per core)
 
 The repository (tracked files and untracked ones git does not ignore) is copied to a temporary
 directory once; each mutant rewrites one file there, runs ``python3 -m pytest -x`` on its tests
 with that copy first on PYTHONPATH (subprocesses started by the tests import the mutant too),
-and puts the file back. First the unmutated copy runs every selected test: a mutant is only
+and puts the file back. With ``--jobs N`` there are N copies, each running one mutant at a time
+(a mutant rewrites a file of its copy, so copies are never shared). First the unmutated copy runs every selected test: a mutant is only
 "killed" if its tests pass without it.
 
 Results: "killed" (a test failed; the first one is named), "SURVIVED" (every test passed),
@@ -30,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -161,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-baseline", action="store_true",
                     help="skip the unmutated run of the selected tests")
     ap.add_argument("--timeout", type=float, default=900, help="seconds per pytest run")
+    ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
+                    help="mutants run at once, each in its own copy (default: min(2, cores))")
     args = ap.parse_args(argv)
 
     chosen = [m for m in MUTANTS if args.suite in ("all", m.suite)]
@@ -174,21 +179,22 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     gpu = has_gpu()
     with tempfile.TemporaryDirectory(prefix="fxslots-mutation-") as tmp:
-        copy = Path(tmp) / "repo"
-        copy_repo(copy)
-        check_import(copy)
-        return _run_all(copy, chosen, gpu, args)
+        copies = [Path(tmp) / f"repo{i}" for i in range(max(1, args.jobs))]
+        for copy in copies:
+            copy_repo(copy)
+            check_import(copy)
+        return _run_all(copies, chosen, gpu, args)
 
 
 def _selection(m: Mutant, full: bool) -> tuple[str, ...]:
     return FULL_CPU_SUITE if full and m.suite == "cpu" else m.tests
 
 
-def _run_all(copy: Path, chosen: list[Mutant], gpu: bool, args) -> int:
+def _run_all(copies: list[Path], chosen: list[Mutant], gpu: bool, args) -> int:
     outcomes: list[Outcome] = []
     runnable = []
     for m in chosen:
-        problem = anchor_problem(copy, m)
+        problem = anchor_problem(copies[0], m)
         if problem:
             outcomes.append(Outcome(m, problem))
         elif m.suite == "cuda" and not gpu:
@@ -199,17 +205,11 @@ def _run_all(copy: Path, chosen: list[Mutant], gpu: bool, args) -> int:
     if runnable and not args.no_baseline:
         tests = tuple(dict.fromkeys(t for m in runnable for t in _selection(m, args.full)))
         print(f"baseline: {len(tests)} test selections on the unmutated copy ...", flush=True)
-        rc, out = pytest(copy, tests, args.timeout * 4)
+        rc, out = pytest(copies[0], tests, args.timeout * 4)
         if rc != 0:
             print(out[-4000:])
             sys.exit("mutation: the unmutated copy fails its tests; fix the suite first")
-    for m in runnable:
-        print(f"{m.name} ...", end=" ", flush=True)
-        o = run_one(copy, m, _selection(m, args.full), args.timeout)
-        print(o.result, o.killed_by, f"({o.seconds:.0f}s)", flush=True)
-        if o.why:
-            print(f"    {o.why}", flush=True)
-        outcomes.append(o)
+    outcomes += _run_mutants(copies, runnable, args)
     order = {m.name: i for i, m in enumerate(MUTANTS)}
     outcomes.sort(key=lambda o: order[o.mutant.name])
     print()
@@ -220,6 +220,23 @@ def _run_all(copy: Path, chosen: list[Mutant], gpu: bool, args) -> int:
     print(f"\n{killed} killed, {len(survived)} survived, {len(errors)} tool errors, "
           f"{sum(o.result.startswith('not run') for o in outcomes)} not run")
     return 2 if errors else 1 if survived else 0
+
+
+def _run_mutants(copies: list[Path], runnable: list[Mutant], args) -> list[Outcome]:
+    free = list(copies)  # each worker takes a copy for one mutant and gives it back
+
+    def one(m: Mutant) -> Outcome:
+        copy = free.pop()
+        try:
+            o = run_one(copy, m, _selection(m, args.full), args.timeout)
+        finally:
+            free.append(copy)
+        why = f"\n    {o.why}" if o.why else ""
+        print(f"{m.name} ... {o.result} {o.killed_by} ({o.seconds:.0f}s){why}", flush=True)
+        return o
+
+    with ThreadPoolExecutor(max_workers=len(copies)) as pool:
+        return list(pool.map(one, runnable))
 
 
 if __name__ == "__main__":
