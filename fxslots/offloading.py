@@ -8,7 +8,7 @@ slot), or a callable over a ``SavedTensor`` (offload a group when it is true for
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import sympy
@@ -33,6 +33,8 @@ class OffloadContext:
     backward_seconds: float
     produced_at: dict[int, float]  # group -> estimated forward time when its producer ends
     sizes: dict[int, int]  # group -> bytes at the shape being compiled (its size hints)
+    needed_at: dict[int, float] = field(default_factory=dict)  # group -> estimated backward
+    # time when its first reader starts (the backward's end for a group it never reads)
 
     @classmethod
     def of(cls, saved: SavedSet, fw: fx.GraphModule, bw: fx.GraphModule,
@@ -44,11 +46,16 @@ class OffloadContext:
             t += s
             if n.name in owner:
                 produced.setdefault(owner[n.name], t)
-        back = sum(s for _, s in graph_seconds(bw, caps))
+        back, needed = 0.0, {}
+        for n, s in graph_seconds(bw, caps):
+            for a in n.all_input_nodes:
+                if a.op == "placeholder" and a.name in owner:
+                    needed.setdefault(owner[a.name], back)
+            back += s
         hints = _hints(fw)
         sizes = {g.id: int(g.nbytes.xreplace(hints)) if g.nbytes.free_symbols <= set(hints)
                  else group_bytes(saved, g.nbytes, largest=True) for g in saved.groups}
-        return cls(caps, t, back, produced, sizes)
+        return cls(caps, t, back, produced, sizes, needed)
 
 
 def _hints(fw: fx.GraphModule) -> dict:
@@ -121,25 +128,40 @@ def offload_budget(saved: SavedSet, arg: Any, ctx: OffloadContext) -> Decisions:
 
 def offload_auto(saved: SavedSet, arg: Any, ctx: OffloadContext) -> Decisions:
     """What the link carries under compute: copies queue on one stream in the order the
-    forward produces them; a group goes when its copy ends before the forward does, the
-    reloads of all chosen groups fit in the backward's compute time, and it is large enough
-    to pay for a copy (``DeviceCaps.worth_a_copy``)."""
-    caps, free, reloads, out = ctx.caps, 0.0, 0.0, {}
+    forward produces them; a group goes when its copy ends before the forward does, every
+    chosen group's reload can end before the backward first reads it (one queue, the earliest
+    needed first: a group the backward reads at once would only make it wait), and it is
+    large enough to pay for a copy (``DeviceCaps.worth_a_copy``)."""
+    caps, free, reloads, out = ctx.caps, 0.0, [], {}
     for g in sorted(offloadable(saved), key=lambda g: ctx.produced_at.get(g.id, 0.0)):
         n = ctx.sizes[g.id]
         took = caps.transfer_seconds(n)
         end = max(free, ctx.produced_at.get(g.id, 0.0)) + took
         what = f"{_mib(n)}, {took * 1e3:.3f} ms at {caps.link / 1e9:.0f} GB/s"
+        reload = (ctx.needed_at.get(g.id, ctx.backward_seconds), took)
         if not caps.worth_a_copy(n):
             out[g.id] = (False, f"auto: {_mib(n)} frees less than a copy costs "
                                 f"({caps.copy_latency * 1e6:.0f} us)")
-        elif end <= ctx.forward_seconds and reloads + took <= ctx.backward_seconds:
-            free, reloads = end, reloads + took
+        elif end <= ctx.forward_seconds and reloads_fit([*reloads, reload]):
+            free = end
+            reloads.append(reload)
             out[g.id] = (True, f"auto: {what}, copied by {end * 1e3:.3f} ms of a "
-                               f"{ctx.forward_seconds * 1e3:.3f} ms forward")
+                               f"{ctx.forward_seconds * 1e3:.3f} ms forward, reloaded before "
+                               f"{reload[0] * 1e3:.3f} ms of the backward")
         else:
             out[g.id] = (False, f"auto: {what} would not hide under compute")
     return out
+
+
+def reloads_fit(reloads: list[tuple[float, float]]) -> bool:
+    """Whether reloads ``(needed at, transfer time)`` on one queue from the backward's start,
+    the earliest needed first, each end by the time they are needed."""
+    t = 0.0
+    for needed, took in sorted(reloads):
+        t += took
+        if t > needed:
+            return False
+    return True
 
 
 def offload_if(predicate: Callable[[Any], bool]):

@@ -117,6 +117,27 @@ def test_every_kernel_costs_at_least_the_floor_and_views_cost_nothing():
     assert secs["relu"] == 4e-6 and secs["mm"] == 2 * 512**3 / caps.flops_32 > 4e-6
 
 
+def test_reloads_fit_when_one_queue_ends_each_before_it_is_needed():
+    """(needed at, transfer time), earliest needed first from the backward's start. H200 run
+    21: auto chose groups the backward reads at once (llama-small's last layers), whose
+    reloads nothing could hide: 1.08x no offload with 17% of the copy time exposed."""
+    from fxslots.offloading import reloads_fit
+
+    assert reloads_fit([(3.0, 1.0), (1.0, 1.0), (2.0, 1.0)])
+    assert not reloads_fit([(3.0, 1.0), (1.0, 1.0), (1.5, 1.0)])  # the second ends at 2.0
+    assert not reloads_fit([(0.0, 1e-6)])  # read at once: nothing to hide under
+    assert reloads_fit([])
+
+
+def test_auto_reloads_each_group_before_the_backward_reads_it():
+    cfg = SIZES["llama-tiny"]
+    g = _plan(Llama(cfg), batch(cfg, 2, 16), offload="auto", link_bandwidth=2e6)
+    moved = [p for p in g.plan.placements if p.write is Write.OFFLOAD]
+    refused = [p for p in g.plan.placements if "would not hide" in p.reason]
+    assert moved and refused
+    assert all("reloaded before" in p.reason for p in moved)
+
+
 def test_a_measurement_inside_a_compile_uses_real_tensors():
     """Backends run under the compile's FakeTensorMode: the host link timed there copied fake
     tensors in no time, so ``offload="auto"`` took the link as unbounded and moved nearly every
