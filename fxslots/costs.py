@@ -41,9 +41,21 @@ class DeviceCaps:
     # and 3.6 measured (1360 kernels a step, 3.9 us on average); with 4 us, 2.0 and 3.8 (H200
     # run 21), so offload placement hides copies under the compute that really runs.
     kernel_floor: float = 0.0
+    # How much longer than its estimate a device-to-host copy is planned to take where the
+    # forward joins it: joins placed where the estimate said the copy was just done stalled
+    # compute in 13-65 us bits (llama-small, auto: 0.58 ms a step of copy time with no kernel
+    # beside it). Later joins only hold a group's device bytes a little longer. H200 run 21l:
+    # llama-small "all" 16.06 -> 15.44 ms, "auto" 6.04 -> 5.95; the same slack on the
+    # backward's reloads (run 21k) held reloaded bytes longer and was slower, so it is not
+    # applied there.
+    join_slack: float = 1.0
 
     def transfer_seconds(self, nbytes: int) -> float:
         return self.copy_latency + nbytes / self.link
+
+    def join_seconds(self, nbytes: int) -> float:
+        """The time to plan for before the compute stream joins a copy of ``nbytes``."""
+        return self.join_slack * self.transfer_seconds(nbytes)
 
     def worth_a_copy(self, nbytes: int) -> bool:
         """Whether moving ``nbytes`` takes longer than the copy's fixed cost: smaller groups
@@ -60,7 +72,7 @@ def caps_for(device: torch.device, link: float | None = None) -> DeviceCaps:
     if device.type != "cuda":
         return DeviceCaps(1e11, 5e10, 2e10, link or 1e10)
     return DeviceCaps(7.0e14, 5.0e13, 4.0e12, link or measured_link(device), copy_latency=8e-6,
-                      kernel_floor=4e-6)
+                      kernel_floor=4e-6, join_slack=1.5)
 
 
 # Bytes/s no host link reaches (NVLink-C2C is 450 GB/s each way): a measurement above it timed

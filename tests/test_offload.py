@@ -182,6 +182,32 @@ def test_graphs_copy_on_side_streams_and_join_before_use():
             assert set(host.users) == {r}
 
 
+def test_forward_joins_move_later_with_join_slack(monkeypatch):
+    """``DeviceCaps.join_slack`` plans each forward join for that many times the copy's
+    estimated time (joins the estimate called just done stalled compute: H200 run 21); the
+    backward's reloads keep the plain estimate."""
+    from dataclasses import replace
+
+    from fxslots import backend, costs
+
+    def joins(slack):
+        fxslots.reset()
+        monkeypatch.setattr(backend, "caps_for", lambda device, link=None: replace(
+            costs.caps_for(device, link), join_slack=slack))
+        g = _plan(MLP(64, 256, 4), (torch.randn(256, 64),), offload="all",
+                  link_bandwidth=1e11)
+        fw, bw = g.variant.forward_graph.graph, g.variant.backward_graph.graph
+        order = {n: i for i, n in enumerate(fw.nodes)}
+        reloads = [i for i, n in enumerate(bw.nodes) if n.target is streams.reload]
+        return [order[w] - order[w.args[1]] for w in fw.find_nodes(
+            op="call_function", target=streams.offload_wait)], reloads
+
+    plain, reloads = joins(1.0)
+    slack, slack_reloads = joins(1e4)
+    assert slack_reloads == reloads
+    assert all(b >= a for a, b in zip(plain, slack, strict=True)) and slack != plain
+
+
 def test_offloaded_groups_leave_the_device_arena():
     cfg = SIZES["llama-tiny"]
     args = batch(cfg, 2, 16)

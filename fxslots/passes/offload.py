@@ -31,7 +31,7 @@ def schedule_offload(fw: fx.GraphModule, caps: DeviceCaps) -> int:
     copies = [n for n in nodes if n.target is streams.offload]
     for copy in copies:
         host, value = copy.args
-        link_free = max(link_free, times[order[copy]][1]) + caps.transfer_seconds(
+        link_free = max(link_free, times[order[copy]][1]) + caps.join_seconds(
             value_bytes(value))
         at = next((n for n, t in times[order[copy] + 1:] if t >= link_free), nodes[-1])
         with fw.graph.inserting_before(at):

@@ -32,6 +32,8 @@ LAYOUT = "fxslots/runtime/layout.py"
 REGION = "fxslots/runtime/region.py"
 STREAMS = "fxslots/streams.py"
 OFFLOAD = "fxslots/passes/offload.py"
+OFFLOADING = "fxslots/offloading.py"
+COSTS = "fxslots/costs.py"
 EXECUTOR = "fxslots/runtime/cudagraphs/executor.py"
 POOL = "fxslots/runtime/cudagraphs/pool.py"
 STAGING = "fxslots/runtime/cudagraphs/staging.py"
@@ -433,6 +435,23 @@ MUTANTS: tuple[Mutant, ...] = (
            "and not slot.watched)",
            "a backward that keeps its graph (retain_graph) leaves the saved bytes alone", "cpu",
            ("tests/test_overlay.py::test_retain_graph_keeps_the_saved_bytes_it_reads_again",)),
+    Mutant("auto-ignores-reload-deadlines", OFFLOADING,
+           "        if t > needed:\n",
+           "        if False:\n",
+           "offload='auto' takes a group only if its reload can end before the backward reads it",
+           "cpu",
+           ("tests/test_offload.py::"
+            "test_reloads_fit_when_one_queue_ends_each_before_it_is_needed",)),
+    Mutant("auto-offloads-groups-too-small", COSTS,
+           "return nbytes >= self.copy_latency * self.link",
+           "return True",
+           "offload='auto' leaves groups too small to pay for a copy on the device", "cpu",
+           ("tests/test_offload.py::test_auto_leaves_groups_too_small_to_pay_for_their_copy",)),
+    Mutant("forward-joins-ignore-slack", OFFLOAD,
+           "times[order[copy]][1]) + caps.join_seconds(",
+           "times[order[copy]][1]) + caps.transfer_seconds(",
+           "forward joins are planned join_slack times the copy's estimated time after it",
+           "cpu", ("tests/test_offload.py::test_forward_joins_move_later_with_join_slack",)),
     Mutant("host-arena-not-pinned", RING,
            'pin_memory=slot.device.type == "cuda")',
            "pin_memory=False)",
