@@ -142,7 +142,8 @@ class _Compiler:
             graphs = False
             self._run_uncaptured(why)
         binder = SymbolBinder(list(fw.graph.find_nodes(op="placeholder")))
-        self.caps = caps_for(device, self.options.link_bandwidth)
+        self.caps = caps_for(device, self.options.link_bandwidth,
+                             fused=self.options.kernels == "inductor")
         plan, reason = self._plan(fw, saved, static, graphs, binder)
         if plan is None:
             return self._fall_back(fw, saved, before, reason, example_inputs)

@@ -80,8 +80,8 @@ def test_auto_leaves_groups_too_small_to_pay_for_their_copy(monkeypatch):
 
     cfg = SIZES["llama-tiny"]
     latency = 1e-6
-    monkeypatch.setattr(backend, "caps_for", lambda device, link=None: replace(
-        costs.caps_for(device, link), copy_latency=latency))
+    monkeypatch.setattr(backend, "caps_for", lambda device, link=None, **kw: replace(
+        costs.caps_for(device, link, **kw), copy_latency=latency))
     g = _plan(Llama(cfg), batch(cfg, 2, 16), offload="auto", link_bandwidth=4e9)
     floor = latency * 4e9  # 4000 bytes
     sizes = {p.group: int(p.nbytes) for p in g.plan.placements}
@@ -115,6 +115,10 @@ def test_every_kernel_costs_at_least_the_floor_and_views_cost_nothing():
     secs = {n.target.__name__.split(".")[0]: s for n, s in graph_seconds(gm, caps)
             if n.op == "call_function"}
     assert secs["relu"] == 4e-6 and secs["mm"] == 2 * 512**3 / caps.flops_32 > 4e-6
+    # Under kernels="inductor" small ops fuse into one kernel: no ATen node pays the floor.
+    cuda = torch.device("cuda")
+    assert caps_for(cuda, 1e10).kernel_floor == 4e-6
+    assert caps_for(cuda, 1e10, fused=True).kernel_floor == 0.0
 
 
 def test_reloads_fit_when_one_queue_ends_each_before_it_is_needed():
@@ -192,8 +196,8 @@ def test_forward_joins_move_later_with_join_slack(monkeypatch):
 
     def joins(slack):
         fxslots.reset()
-        monkeypatch.setattr(backend, "caps_for", lambda device, link=None: replace(
-            costs.caps_for(device, link), join_slack=slack))
+        monkeypatch.setattr(backend, "caps_for", lambda device, link=None, **kw: replace(
+            costs.caps_for(device, link, **kw), join_slack=slack))
         g = _plan(MLP(64, 256, 4), (torch.randn(256, 64),), offload="all",
                   link_bandwidth=1e11)
         fw, bw = g.variant.forward_graph.graph, g.variant.backward_graph.graph
