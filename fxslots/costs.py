@@ -67,8 +67,8 @@ class DeviceCaps:
 def caps_for(device: torch.device, link: float | None = None, fused: bool = False
              ) -> DeviceCaps:
     """H200-class figures on CUDA (measured by the project: 788 TFLOP/s bf16 matrix products,
-    4.3 TB/s copies, 8 us a copy besides its bytes, 4 us at least a kernel) with the host link measured once per
-    device, unless ``link`` is given; nominal figures on CPU, where offloading is a plain copy
+    4.3 TB/s copies, 8 us a copy besides its bytes, 4 us at least a kernel) with the host link
+    measured once per device, unless ``link`` is given; nominal figures on CPU, where offloading is a plain copy
     with no fixed cost. ``fused``: Inductor compiles the graphs, fusing chains of small ops
     into one kernel, so no ATen node is charged the kernel floor (it would count launches
     that never happen)."""

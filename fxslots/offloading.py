@@ -8,7 +8,7 @@ slot), or a callable over a ``SavedTensor`` (offload a group when it is true for
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import sympy
@@ -33,8 +33,7 @@ class OffloadContext:
     backward_seconds: float
     produced_at: dict[int, float]  # group -> estimated forward time when its producer ends
     sizes: dict[int, int]  # group -> bytes at the shape being compiled (its size hints)
-    needed_at: dict[int, float] = field(default_factory=dict)  # group -> estimated backward
-    # time when its first reader starts (the backward's end for a group it never reads)
+    needed_at: dict[int, float]  # group -> estimated backward time when its first reader starts
 
     @classmethod
     def of(cls, saved: SavedSet, fw: fx.GraphModule, bw: fx.GraphModule,

@@ -32,6 +32,16 @@ def _train(model, make, options, steps=2, slots=2):
     return c
 
 
+def _with_caps(monkeypatch, **fields):
+    """Compiles from here on plan with the device figures ``caps_for`` gives, but ``fields``."""
+    from dataclasses import replace
+
+    from fxslots import backend, costs
+
+    monkeypatch.setattr(backend, "caps_for", lambda device, link=None, **kw: replace(
+        costs.caps_for(device, link, **kw), **fields))
+
+
 def _plan(model, args, **options):
     report = fxslots.explain(model, *args, **options)
     (g,) = [g for g in report.graphs if g.plan is not None]
@@ -74,14 +84,9 @@ def test_auto_leaves_groups_too_small_to_pay_for_their_copy(monkeypatch):
     the copy engine's setup: ``DeviceCaps.copy_latency``, 8 us on CUDA). On llama-small auto
     moved 77 groups per forward, down to 4-byte RNG offsets and 4 KiB RMSNorm scales, and
     the step ran 1.13x no offload (H200 run 21): smaller groups stay on the device."""
-    from dataclasses import replace
-
-    from fxslots import backend, costs
-
     cfg = SIZES["llama-tiny"]
     latency = 1e-6
-    monkeypatch.setattr(backend, "caps_for", lambda device, link=None, **kw: replace(
-        costs.caps_for(device, link, **kw), copy_latency=latency))
+    _with_caps(monkeypatch, copy_latency=latency)
     g = _plan(Llama(cfg), batch(cfg, 2, 16), offload="auto", link_bandwidth=4e9)
     floor = latency * 4e9  # 4000 bytes
     sizes = {p.group: int(p.nbytes) for p in g.plan.placements}
@@ -190,14 +195,9 @@ def test_forward_joins_move_later_with_join_slack(monkeypatch):
     """``DeviceCaps.join_slack`` plans each forward join for that many times the copy's
     estimated time (joins the estimate called just done stalled compute: H200 run 21); the
     backward's reloads keep the plain estimate."""
-    from dataclasses import replace
-
-    from fxslots import backend, costs
-
     def joins(slack):
         fxslots.reset()
-        monkeypatch.setattr(backend, "caps_for", lambda device, link=None, **kw: replace(
-            costs.caps_for(device, link, **kw), join_slack=slack))
+        _with_caps(monkeypatch, join_slack=slack)
         g = _plan(MLP(64, 256, 4), (torch.randn(256, 64),), offload="all",
                   link_bandwidth=1e11)
         fw, bw = g.variant.forward_graph.graph, g.variant.backward_graph.graph

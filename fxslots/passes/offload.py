@@ -3,8 +3,9 @@ issues each reload and joins it, from an estimate of the compute time between gr
 
 Forward: ``rewrite_forward`` put ``streams.offload`` right after each offloaded group's
 producer. The copies share one side stream, so they finish one after another; each group's
-``offload_wait`` goes to the first node that starts once its copy should be done (the graph
-frees the device value at that wait), or before the output if the forward ends first.
+``offload_wait`` goes to the first node that starts once its copy should be done, planned with
+``DeviceCaps.join_slack`` (the graph frees the device value at that wait), or before the
+output if the forward ends first.
 Backward: each offloaded group's host views are read through ``streams.reload`` (issued as late
 as lets its copy, queued behind the earlier ones, finish by the first use) and
 ``streams.reload_wait`` right before the first use.

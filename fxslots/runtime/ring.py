@@ -121,6 +121,7 @@ class SlotRing:
         with self._lock:
             if not self.slots:
                 self.slots = [Slot(i, device) for i in range(self.options.slots)]
+            evictions = self.evictions
             slot = self._free_slot(variant)
             slot.lent, slot.lent_spans = None, ()  # not lent out (or evicted): nothing to spare
             state.release_unviewed()
@@ -129,7 +130,7 @@ class SlotRing:
                     f"fxslots: {self.name} ran on {device} after {slot.device}; one compiled "
                     f"model keeps its slots on one device (compile one model per device)")
             if slot.nbytes < nbytes:
-                self._grow(slot, nbytes, variant, evicted=slot.arena is None and slot.generation > 0)
+                self._grow(slot, nbytes, variant, evicted=self.evictions != evictions)
             if slot.host_nbytes < host_nbytes:
                 self._grow(slot, host_nbytes, variant, host=True)
             alias = _torch.storage_alias(slot.arena.data_ptr(), device, nbytes)

@@ -11,8 +11,8 @@ The repository (tracked files and untracked ones git does not ignore) is copied 
 directory once; each mutant rewrites one file there, runs ``python3 -m pytest -x`` on its tests
 with that copy first on PYTHONPATH (subprocesses started by the tests import the mutant too),
 and puts the file back. With ``--jobs N`` there are N copies, each running one mutant at a time
-(a mutant rewrites a file of its copy, so copies are never shared). First the unmutated copy runs every selected test: a mutant is only
-"killed" if its tests pass without it.
+(a mutant rewrites a file of its copy, so copies are never shared). First the unmutated copy
+runs every selected test: a mutant is only "killed" if its tests pass without it.
 
 Results: "killed" (a test failed; the first one is named), "SURVIVED" (every test passed),
 "not run" (a GPU mutant without a GPU: its tests are named all the same, or every test
