@@ -54,6 +54,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--smoke", action="store_true", help="tiny models on CPU: checks the code")
     ap.add_argument("--budget-s", type=float, default=None, help="stop starting cases after this")
     ap.add_argument("--case-timeout-s", type=float, default=None)
+    ap.add_argument("--reps", type=int, default=None, help="timed repetitions (preset's: 7, quick 5)")
+    ap.add_argument("--steps", type=int, default=None, help="steps per repetition (12, quick 8)")
     ap.add_argument("--device", default=None, help="default: cuda if available (cpu for --smoke)")
     ap.add_argument("--start", default="forkserver", choices=("forkserver", "spawn"))
     ap.add_argument("--dry-run", action="store_true", help="print the plan and estimates only")
@@ -66,8 +68,9 @@ def settings_of(args: argparse.Namespace) -> bench_plan.Settings:
     s = bench_plan.settings_for("quick" if args.quick else "full", args.smoke, device)
     if args.budget_s is not None:
         s = bench_plan.replace(s, budget_s=args.budget_s)
-    if args.case_timeout_s is not None:
-        s = bench_plan.replace(s, case_timeout_s=args.case_timeout_s)
+    for name in ("case_timeout_s", "reps", "steps"):
+        if getattr(args, name) is not None:
+            s = bench_plan.replace(s, **{name: getattr(args, name)})
     return s
 
 

@@ -26,6 +26,7 @@ from .passes import (
     failure_reason,
     snapshot,
     rewrite_forward,
+    recomputed_ops,
     tag_recompute,
     unplaceable_reason,
     verify_forward,
@@ -35,7 +36,7 @@ from .costs import caps_for
 from .offloading import OffloadContext, choose_offload
 from .passes.offload import schedule_offload, schedule_reload
 from .passes.unalias import unalias_outputs
-from .policies import PARTITIONERS, RECOMPUTE
+from .policies import PARTITIONERS, RECOMPUTE, resolve_partitioner
 from .printing import format_graph
 from .record import CompiledGraphs, graph_lines
 from .report import plan_to_json
@@ -88,6 +89,8 @@ class _Compiler:
         self.options = options
         self.region = region
         self.num_fwd_outputs: int | None = None
+        self.recomputed: tuple[str, ...] = ()  # forward ops the recompute policy moved to bw
+        self.partitioner = ""  # the one that split this graph ("auto" resolved)
         self.static_inputs: list[int] = []
         self.bw_module: fx.GraphModule | None = None
         self.variant: Variant | None = None
@@ -96,13 +99,18 @@ class _Compiler:
 
     def partition(self, joint: fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int,
                   **kwargs: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
-        if self.options.recompute != "none":
-            observe("tag_recompute", tag_recompute, joint, RECOMPUTE[self.options.recompute],
-                    summary=lambda n: f"{n} forward ops to recompute ({self.options.recompute})")
-        fw, bw = kernels.partition(self.options, PARTITIONERS[self.options.partitioner],
-                                   joint, joint_inputs, num_fwd_outputs=num_fwd_outputs, **kwargs)
+        checkpointed = any("recompute" in n.meta for n in joint.graph.nodes)  # by the user
+        tagged = observe("tag_recompute", tag_recompute, joint,
+                         RECOMPUTE[self.options.recompute],
+                         summary=lambda t: f"{len(t)} forward ops to recompute "
+                                           f"({self.options.recompute})")
+        self.partitioner = resolve_partitioner(self.options.partitioner, self.options.kernels,
+                                               checkpointed)
+        fw, bw = kernels.partition(self.options, PARTITIONERS[self.partitioner], joint,
+                                   joint_inputs, num_fwd_outputs=num_fwd_outputs, **kwargs)
         if joint_inputs is not None and len(joint_inputs) == 0:
             return fw, bw  # a nested region's subgraph: the outer graph owns the slots
+        self.recomputed = recomputed_ops(bw, tagged)
         self.num_fwd_outputs = num_fwd_outputs
         self.static_inputs = list(kwargs.get("static_lifetime_input_indices") or [])
         self.bw_module = bw
@@ -159,7 +167,8 @@ class _Compiler:
         plan = self.variant.plan  # as Inductor's code writes the slot, when it compiled
         self.record = state.record(CompiledGraphs(
             self.variant, saved, plan, before, format_graph(fw), forward_lines=graph_lines(fw),
-            kernels=findings))
+            kernels=findings, partitioner=self.partitioner, recomputed=self.recomputed,
+            recompute=self.options.recompute))
         _torch.trace_artifact("fxslots_plan", lambda: plan_to_json(saved, plan), "json")
         _torch.trace_artifact("fxslots_forward", lambda: self.record.forward_after)
         return boxed(self.variant.forward)
@@ -215,8 +224,10 @@ class _Compiler:
     def _fall_back(self, fw, saved, before, reason, example_inputs) -> Callable[..., Any]:
         reason = f"graph {_torch.compile_id() or '?'} ({self.region.ring.name}): {reason}"
         fall_back(reason, self.options.strict)
-        self.record = state.record(CompiledGraphs(None, saved, None, before, before,
-                                                  fallback=reason, forward_lines=graph_lines(fw)))
+        self.record = state.record(CompiledGraphs(
+            None, saved, None, before, before, fallback=reason, forward_lines=graph_lines(fw),
+            partitioner=self.partitioner, recomputed=self.recomputed,
+            recompute=self.options.recompute))
         _torch.trace_artifact("fxslots_forward", lambda: f"runs without slots: {reason}\n{before}")
         run = self._kernels_for(fw, example_inputs, "a forward graph without slots")
         return boxed(lambda args: run(*args))

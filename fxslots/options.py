@@ -51,11 +51,13 @@ class Options:
     """Host-side ownership checks, NaN-poisoned released arenas, stale-output warnings."""
     strict: bool = False
     """Raise instead of warning when a graph cannot use slots and falls back."""
-    partitioner: str = "min_cut"
-    """How AOTAutograd splits forward from backward: a name in ``fxslots.policies.PARTITIONERS``."""
-    recompute: str = "none"
+    partitioner: str = "auto"
+    """How AOTAutograd splits forward from backward: a name in ``fxslots.policies.PARTITIONERS``,
+    or "auto" (min-cut under Inductor or activation checkpointing, else default:
+    ``policies.resolve_partitioner``)."""
+    recompute: str = "norms"
     """Forward ops to recompute in backward instead of saving: a name in
-    ``fxslots.policies.RECOMPUTE`` ('none' or 'pointwise')."""
+    ``fxslots.policies.RECOMPUTE`` ('none', 'norms' or 'pointwise')."""
     offload: Any = "none"
     """Which saved groups go to the slot's host arena: 'none', 'all', 'auto',
     'above:<bytes>', an int budget of device saved bytes per slot, or a predicate over a
@@ -88,14 +90,14 @@ class Options:
 
     def _check_choices(self) -> None:
         from .offloading import parse_offload
-        from .policies import PARTITIONERS, RECOMPUTE
+        from .policies import AUTO, PARTITIONERS, RECOMPUTE
 
         try:
             parse_offload(self.offload)
         except ValueError as e:
             raise OptionsError(str(e)) from None
         for name, valid in (("recompute", sorted(RECOMPUTE)),
-                            ("partitioner", sorted(PARTITIONERS)),
+                            ("partitioner", sorted([*PARTITIONERS, AUTO])),
                             ("grad_accumulation", ("graph", "autograd")),
                             ("kernels", ("aten", "inductor")),
                             ("on_capture_failure", ("raise", "eager"))):

@@ -50,3 +50,6 @@ class CompiledGraphs:
     forward_lines: tuple[GraphLine, ...] = ()
     backward_lines: tuple[GraphLine, ...] = ()
     kernels: tuple[str, ...] = ()  # kernels="inductor": who writes each group's slot bytes
+    partitioner: str = ""  # the partitioner that split forward from backward ("auto" resolved)
+    recomputed: tuple[str, ...] = ()  # forward ops the recompute policy moved to the backward
+    recompute: str = "none"  # that policy's name

@@ -40,6 +40,11 @@ class Report:
             if g.plan is not None:
                 parts.append("----- plan -----")
                 parts.append(format_plan(g.saved, g.plan))
+            if g.partitioner:
+                parts.append(f"partitioned by: {g.partitioner}")
+            if g.recomputed:
+                parts.append(f"recomputed in backward instead of saved (recompute="
+                             f"{g.recompute!r}): {', '.join(g.recomputed)}")
             parts.extend(_arena_grads(g.variant))
             if g.kernels:  # kernels="inductor": who writes each group's slot bytes
                 parts.append("----- Inductor's slot writes (read from its code) -----")

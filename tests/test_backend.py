@@ -51,7 +51,7 @@ def test_importing_fxslots_registers_nothing():
     ({"slots": True}, "option 'slots' must be int, got bool"),
     ({"slots": 0}, "'slots' must be >= 1"),
     ({"alignment": 100}, "power of two"),
-    ({"partitioner": "greedy"}, r"'partitioner' must be one of \['default', 'min_cut'\]"),
+    ({"partitioner": "greedy"}, r"'partitioner' must be one of \['auto', 'default', 'min_cut'\]"),
     ({"on_capture_failure": "ignore"}, "'raise' or 'eager'"),
 ])
 def test_bad_options_name_the_key_and_the_valid_values(options, match):
@@ -69,7 +69,7 @@ def test_each_pass_logs_one_line(caplog):
         m(torch.randn(4, 16)).sum().backward()
     passes = [r.getMessage().split(":")[0] for r in caplog.records
               if r.name == "fxslots.passes"]
-    assert passes == ["collect_saved", "plan_arena", "rewrite_forward", "verify_forward",
+    assert passes == ["tag_recompute", "collect_saved", "plan_arena", "rewrite_forward", "verify_forward",
                       "unalias_outputs", "accumulate_grads"]
 
 

@@ -115,20 +115,19 @@ def forward(
     slot_gelu: f32[4, 32] @ slot byte 512,
 ):
     t: f32[16, 32] = aten.t(primals_1)
-    addmm: f32[4, 32] = aten.addmm.out(primals_2, primals_3, t, out=slot_addmm)  # copy-free: slot bytes [0, 512) hold group 2
-    gelu: f32[4, 32] = aten.gelu.out(addmm, out=slot_gelu)  # copy-free: slot bytes [512, 1024) hold group 3
+    addmm: f32[4, 32] = aten.addmm.out(primals_2, primals_3, t, out=slot_addmm)  # copy-free: slot bytes [0, 512) hold group 1
+    gelu: f32[4, 32] = aten.gelu.out(addmm, out=slot_gelu)  # copy-free: slot bytes [512, 1024) hold group 2
     t_1: f32[32, 16] = aten.t(primals_4)
     addmm_1: f32[4, 16] = aten.addmm(primals_5, gelu, t_1)
-    return [addmm_1, primals_3, primals_4, addmm, gelu]
+    return [addmm_1, primals_3, addmm, gelu, t_1]
 ----- backward -----
 def backward(
     primals_3: f32[4, 16],
-    primals_4: f32[16, 32],
-    addmm: f32[4, 32],  # read from slot: group 2 at byte 0
-    gelu: f32[4, 32],  # read from slot: group 3 at byte 512
+    addmm: f32[4, 32],  # read from slot: group 1 at byte 0
+    gelu: f32[4, 32],  # read from slot: group 2 at byte 512
+    t_1: f32[32, 16],
     tangents_1: f32[4, 16],
 ):
-    t_1: f32[32, 16] = aten.t(primals_4)
     t_2: f32[16, 32] = aten.t(t_1)
     mm: f32[4, 32] = aten.mm(tangents_1, t_2)
     t_3: f32[16, 4] = aten.t(tangents_1)
@@ -149,18 +148,19 @@ def backward(
 tensor     shape        stride   bytes  group  offset  write
 ---------  -----------  -------  -----  -----  ------  ---------
 primals_3  f32[4, 16]   [16, 1]  256    g0     -       no slot
-primals_4  f32[16, 32]  [32, 1]  2048   g1     -       no slot
-addmm      f32[4, 32]   [32, 1]  512    g2     0       copy-free
-gelu       f32[4, 32]   [32, 1]  512    g3     512     copy-free
+addmm      f32[4, 32]   [32, 1]  512    g1     0       copy-free
+gelu       f32[4, 32]   [32, 1]  512    g2     512     copy-free
+t_1        f32[32, 16]  [1, 32]  2048   g3     -       no slot
 
 groups:
   g0: no slot   offset 0, 256 bytes  (user input: the caller owns it)
-  g1: no slot   offset 0, 2048 bytes  (parameter or buffer: outlives every replay)
-  g2: copy-free offset 0, 512 bytes  (aten::addmm.out writes it in place)
-  g3: copy-free offset 512, 512 bytes  (aten::gelu.out writes it in place)
+  g1: copy-free offset 0, 512 bytes  (aten::addmm.out writes it in place)
+  g2: copy-free offset 512, 512 bytes  (aten::gelu.out writes it in place)
+  g3: no slot   offset 0, 2048 bytes  (parameter or buffer: outlives every replay)
 arena bytes per slot: 1024
 saved bytes in slot: 1024, copy-free: 1024
-bytes copied per forward: 0""")
+bytes copied per forward: 0
+partitioned by: default""")
 
 
 def test_attention():
@@ -176,11 +176,11 @@ def forward(
     primals_3: f32[48],
     primals_4: f32[16, 16],
     primals_5: f32[16],
-    slot__softmax: f32[2, 2, 8, 8] @ slot byte 0,
-    slot_clone_3: f32[2, 8, 2, 8] @ slot byte 1024,
-    slot_clone_2: f32[2, 2, 8, 8] @ slot byte 2048,
-    slot_clone: f32[2, 2, 8, 8] @ slot byte 3072,
-    slot_clone_1: f32[2, 2, 8, 8] @ slot byte 4096,
+    slot_clone: f32[2, 2, 8, 8] @ slot byte 0,
+    slot_clone_1: f32[2, 2, 8, 8] @ slot byte 1024,
+    slot__softmax: f32[2, 2, 8, 8] @ slot byte 2048,
+    slot_clone_2: f32[2, 2, 8, 8] @ slot byte 3072,
+    slot_clone_3: f32[2, 8, 2, 8] @ slot byte 4096,
 ):
     view: f32[16, 16] = aten.view(primals_1, [16, 16])
     t: f32[16, 48] = aten.t(primals_2)
@@ -198,46 +198,44 @@ def forward(
     transpose_2: f32[2, 2, 8, 8] = aten.transpose.int(view_4, 1, 2)
     transpose_3: f32[2, 2, 8, 8] = aten.transpose.int(transpose_1, -2, -1)
     expand: f32[2, 2, 8, 8] = aten.expand(transpose, [2, 2, 8, 8])
-    clone: f32[2, 2, 8, 8] = aten.copy_(slot_clone, expand)  # copy-free: slot bytes [3072, 4096) hold group 5
+    clone: f32[2, 2, 8, 8] = aten.copy_(slot_clone, expand)  # copy-free: slot bytes [0, 1024) hold group 1
     _unsafe_view: f32[4, 8, 8] = aten._unsafe_view(clone, [4, 8, 8])
     expand_1: f32[2, 2, 8, 8] = aten.expand(transpose_3, [2, 2, 8, 8])
-    clone_1: f32[2, 2, 8, 8] = aten.copy_(slot_clone_1, expand_1)  # copy-free: slot bytes [4096, 5120) hold group 6
+    clone_1: f32[2, 2, 8, 8] = aten.copy_(slot_clone_1, expand_1)  # copy-free: slot bytes [1024, 2048) hold group 2
     _unsafe_view_1: f32[4, 8, 8] = aten._unsafe_view(clone_1, [4, 8, 8])
     bmm: f32[4, 8, 8] = aten.bmm(_unsafe_view, _unsafe_view_1)
     view_5: f32[2, 2, 8, 8] = aten.view(bmm, [2, 2, 8, 8])
     mul: f32[2, 2, 8, 8] = aten.mul.Tensor(view_5, 0.35355339059327373)
-    _softmax: f32[2, 2, 8, 8] = aten._softmax.out(mul, -1, False, out=slot__softmax)  # copy-free: slot bytes [0, 1024) hold group 2
+    _softmax: f32[2, 2, 8, 8] = aten._softmax.out(mul, -1, False, out=slot__softmax)  # copy-free: slot bytes [2048, 3072) hold group 3
+    detach: f32[2, 2, 8, 8] = aten.detach(_softmax)
     expand_2: f32[2, 2, 8, 8] = aten.expand(_softmax, [2, 2, 8, 8])
     view_6: f32[4, 8, 8] = aten.view(expand_2, [4, 8, 8])
     expand_3: f32[2, 2, 8, 8] = aten.expand(transpose_2, [2, 2, 8, 8])
-    clone_2: f32[2, 2, 8, 8] = aten.copy_(slot_clone_2, expand_3)  # copy-free: slot bytes [2048, 3072) hold group 4
+    clone_2: f32[2, 2, 8, 8] = aten.copy_(slot_clone_2, expand_3)  # copy-free: slot bytes [3072, 4096) hold group 4
     _unsafe_view_2: f32[4, 8, 8] = aten._unsafe_view(clone_2, [4, 8, 8])
     bmm_1: f32[4, 8, 8] = aten.bmm(view_6, _unsafe_view_2)
     view_7: f32[2, 2, 8, 8] = aten.view(bmm_1, [2, 2, 8, 8])
     transpose_4: f32[2, 8, 2, 8] = aten.transpose.int(view_7, 1, 2)
-    clone_3: f32[2, 8, 2, 8] = aten.copy_(slot_clone_3, transpose_4)  # copy-free: slot bytes [1024, 2048) hold group 3
+    clone_3: f32[2, 8, 2, 8] = aten.copy_(slot_clone_3, transpose_4)  # copy-free: slot bytes [4096, 5120) hold group 5
     _unsafe_view_3: f32[2, 8, 16] = aten._unsafe_view(clone_3, [2, 8, 16])
     view_8: f32[16, 16] = aten.view(_unsafe_view_3, [16, 16])
     t_1: f32[16, 16] = aten.t(primals_4)
     addmm_1: f32[16, 16] = aten.addmm(primals_5, view_8, t_1)
     view_9: f32[2, 8, 16] = aten.view(addmm_1, [2, 8, 16])
-    transpose_7: f32[4, 8, 8] = aten.transpose.int(_unsafe_view_2, 1, 2)
-    transpose_8: f32[4, 8, 8] = aten.transpose.int(_unsafe_view, 1, 2)
-    transpose_9: f32[4, 8, 8] = aten.transpose.int(_unsafe_view_1, 1, 2)
-    return [view_9, primals_4, view, _softmax, view_8, transpose_7, transpose_8, transpose_9]
+    return [view_9, view, _unsafe_view, _unsafe_view_1, detach, view_6, _unsafe_view_2, view_8, t_1]
 ----- backward -----
 def backward(
-    primals_4: f32[16, 16],
     view: f32[16, 16],
-    _softmax: f32[2, 2, 8, 8],  # read from slot: group 2 at byte 0
-    view_8: f32[16, 16],  # read from slot: group 3 at byte 1024
-    transpose_7: f32[4, 8, 8],  # read from slot: group 4 at byte 2048
-    transpose_8: f32[4, 8, 8],  # read from slot: group 5 at byte 3072
-    transpose_9: f32[4, 8, 8],  # read from slot: group 6 at byte 4096
+    _unsafe_view: f32[4, 8, 8],  # read from slot: group 1 at byte 0
+    _unsafe_view_1: f32[4, 8, 8],  # read from slot: group 2 at byte 1024
+    detach: f32[2, 2, 8, 8],  # read from slot: group 3 at byte 2048
+    view_6: f32[4, 8, 8],  # read from slot: group 3 at byte 2048
+    _unsafe_view_2: f32[4, 8, 8],  # read from slot: group 4 at byte 3072
+    view_8: f32[16, 16],  # read from slot: group 5 at byte 4096
+    t_1: f32[16, 16],
     tangents_1: f32[2, 8, 16],
 ):
     view_10: f32[16, 16] = aten.view(tangents_1, [16, 16])
-    t_1: f32[16, 16] = aten.t(primals_4)
     t_2: f32[16, 16] = aten.t(t_1)
     mm: f32[16, 16] = aten.mm(view_10, t_2)
     t_3: f32[16, 16] = aten.t(view_10)
@@ -251,19 +249,19 @@ def backward(
     transpose_5: f32[2, 2, 8, 8] = aten.transpose.int(view_13, 1, 2)
     clone_4: f32[2, 2, 8, 8] = aten.clone(transpose_5, memory_format=torch.contiguous_format)
     _unsafe_view_4: f32[4, 8, 8] = aten._unsafe_view(clone_4, [4, 8, 8])
-    expand_2: f32[2, 2, 8, 8] = aten.expand(_softmax, [2, 2, 8, 8])
-    view_6: f32[4, 8, 8] = aten.view(expand_2, [4, 8, 8])
     transpose_6: f32[4, 8, 8] = aten.transpose.int(view_6, 1, 2)
     bmm_2: f32[4, 8, 8] = aten.bmm(transpose_6, _unsafe_view_4)
+    transpose_7: f32[4, 8, 8] = aten.transpose.int(_unsafe_view_2, 1, 2)
     bmm_3: f32[4, 8, 8] = aten.bmm(_unsafe_view_4, transpose_7)
     view_14: f32[2, 2, 8, 8] = aten.view(bmm_2, [2, 2, 8, 8])
     view_15: f32[2, 2, 8, 8] = aten.view(bmm_3, [2, 2, 8, 8])
-    detach: f32[2, 2, 8, 8] = aten.detach(_softmax)
     detach_1: f32[2, 2, 8, 8] = aten.detach(detach)
     _softmax_backward_data: f32[2, 2, 8, 8] = aten._softmax_backward_data(view_15, detach_1, -1, f32)
     mul_1: f32[2, 2, 8, 8] = aten.mul.Tensor(_softmax_backward_data, 0.35355339059327373)
     view_16: f32[4, 8, 8] = aten.view(mul_1, [4, 8, 8])
+    transpose_8: f32[4, 8, 8] = aten.transpose.int(_unsafe_view, 1, 2)
     bmm_4: f32[4, 8, 8] = aten.bmm(transpose_8, view_16)
+    transpose_9: f32[4, 8, 8] = aten.transpose.int(_unsafe_view_1, 1, 2)
     bmm_5: f32[4, 8, 8] = aten.bmm(view_16, transpose_9)
     view_17: f32[2, 2, 8, 8] = aten.view(bmm_4, [2, 2, 8, 8])
     view_18: f32[2, 2, 8, 8] = aten.view(bmm_5, [2, 2, 8, 8])
@@ -286,27 +284,29 @@ def backward(
     t_8: f32[48, 16] = aten.t(t_7)
     return [None, t_8, view_21, t_5, view_11]
 ----- plan -----
-tensor       shape            stride           bytes  group  offset  write
------------  ---------------  ---------------  -----  -----  ------  ---------
-primals_4    f32[16, 16]      [16, 1]          1024   g0     -       no slot
-view         f32[16, 16]      [16, 1]          1024   g1     -       no slot
-_softmax     f32[2, 2, 8, 8]  [128, 64, 8, 1]  1024   g2     0       copy-free
-view_8       f32[16, 16]      [16, 1]          1024   g3     1024    copy-free
-transpose_7  f32[4, 8, 8]     [64, 1, 8]       1024   g4     2048    copy-free
-transpose_8  f32[4, 8, 8]     [64, 1, 8]       1024   g5     3072    copy-free
-transpose_9  f32[4, 8, 8]     [64, 1, 8]       1024   g6     4096    copy-free
+tensor          shape            stride           bytes  group  offset  write
+--------------  ---------------  ---------------  -----  -----  ------  ---------
+view            f32[16, 16]      [16, 1]          1024   g0     -       no slot
+_unsafe_view    f32[4, 8, 8]     [64, 8, 1]       1024   g1     0       copy-free
+_unsafe_view_1  f32[4, 8, 8]     [64, 8, 1]       1024   g2     1024    copy-free
+detach          f32[2, 2, 8, 8]  [128, 64, 8, 1]  1024   g3     2048    copy-free
+view_6          f32[4, 8, 8]     [64, 8, 1]       1024   g3     2048    copy-free
+_unsafe_view_2  f32[4, 8, 8]     [64, 8, 1]       1024   g4     3072    copy-free
+view_8          f32[16, 16]      [16, 1]          1024   g5     4096    copy-free
+t_1             f32[16, 16]      [1, 16]          1024   g6     -       no slot
 
 groups:
-  g0: no slot   offset 0, 1024 bytes  (parameter or buffer: outlives every replay)
-  g1: no slot   offset 0, 1024 bytes  (user input: the caller owns it)
-  g2: copy-free offset 0, 1024 bytes  (aten::_softmax.out writes it in place)
-  g3: copy-free offset 1024, 1024 bytes  (clone_3 is itself a copy: aten::copy_ writes it into the slot)
-  g4: copy-free offset 2048, 1024 bytes  (clone_2 is itself a copy: aten::copy_ writes it into the slot)
-  g5: copy-free offset 3072, 1024 bytes  (clone is itself a copy: aten::copy_ writes it into the slot)
-  g6: copy-free offset 4096, 1024 bytes  (clone_1 is itself a copy: aten::copy_ writes it into the slot)
+  g0: no slot   offset 0, 1024 bytes  (user input: the caller owns it)
+  g1: copy-free offset 0, 1024 bytes  (clone is itself a copy: aten::copy_ writes it into the slot)
+  g2: copy-free offset 1024, 1024 bytes  (clone_1 is itself a copy: aten::copy_ writes it into the slot)
+  g3: copy-free offset 2048, 1024 bytes  (aten::_softmax.out writes it in place)
+  g4: copy-free offset 3072, 1024 bytes  (clone_2 is itself a copy: aten::copy_ writes it into the slot)
+  g5: copy-free offset 4096, 1024 bytes  (clone_3 is itself a copy: aten::copy_ writes it into the slot)
+  g6: no slot   offset 0, 1024 bytes  (parameter or buffer: outlives every replay)
 arena bytes per slot: 5120
 saved bytes in slot: 5120, copy-free: 5120
-bytes copied per forward: 0""")
+bytes copied per forward: 0
+partitioned by: default""")
 
 
 def test_aliasing_views_share_one_placement():
@@ -377,7 +377,8 @@ groups:
   g1: copy-free offset 0, 256 bytes  (aten::mm.out writes it in place)
 arena bytes per slot: 512
 saved bytes in slot: 256, copy-free: 256
-bytes copied per forward: 0""")
+bytes copied per forward: 0
+partitioned by: default""")
     # The backward graph is the one above; its placeholders (what the slot holds) are kept.
     assert_expected_inline(without_backward_body(explain(
         model, xs[0], slots=2, partitioner="default", copy_free=False)), """\
@@ -431,7 +432,8 @@ groups:
       copy-free would take: copy_free=True
 arena bytes per slot: 512
 saved bytes in slot: 256, copy-free: 0
-bytes copied per forward: 256""")
+bytes copied per forward: 256
+partitioned by: default""")
 
 
 class StrideZeroSlice(torch.nn.Module):
@@ -508,7 +510,8 @@ groups:
       copy-free would take: a slot 28 bytes larger (saving addmm whole)
 arena bytes per slot: 512
 saved bytes in slot: 100, copy-free: 0
-bytes copied per forward: 16""")
+bytes copied per forward: 16
+partitioned by: default""")
 
 
 def test_dynamic_shapes_print_symbolic_offsets():
@@ -529,21 +532,20 @@ def forward(
     slot_gelu: f32[s77, 32] @ slot byte 512*ceiling(s77/4),
 ):
     t: f32[16, 32] = aten.t(primals_1)
-    addmm: f32[s77, 32] = aten.addmm.out(primals_2, primals_4, t, out=slot_addmm)  # copy-free: slot bytes [0, 128*s77) hold group 2
-    gelu: f32[s77, 32] = aten.gelu.out(addmm, out=slot_gelu)  # copy-free: slot bytes [512*ceiling(s77/4), 128*s77 + 512*ceiling(s77/4)) hold group 3
+    addmm: f32[s77, 32] = aten.addmm.out(primals_2, primals_4, t, out=slot_addmm)  # copy-free: slot bytes [0, 128*s77) hold group 1
+    gelu: f32[s77, 32] = aten.gelu.out(addmm, out=slot_gelu)  # copy-free: slot bytes [512*ceiling(s77/4), 128*s77 + 512*ceiling(s77/4)) hold group 2
     t_1: f32[32, 16] = aten.t(primals_5)
     addmm_1: f32[s77, 16] = aten.addmm(primals_6, gelu, t_1)
-    return [addmm_1, primals_4, primals_5, addmm, gelu, primals_3]
+    return [addmm_1, primals_4, addmm, gelu, t_1, primals_3]
 ----- backward -----
 def backward(
     primals_3: Sym(s77),
     primals_4: f32[s77, 16],
-    primals_5: f32[16, 32],
-    addmm: f32[s77, 32],  # read from slot: group 2 at byte 0
-    gelu: f32[s77, 32],  # read from slot: group 3 at byte 512*ceiling(s77/4)
+    addmm: f32[s77, 32],  # read from slot: group 1 at byte 0
+    gelu: f32[s77, 32],  # read from slot: group 2 at byte 512*ceiling(s77/4)
+    t_1: f32[32, 16],
     tangents_1: f32[s77, 16],
 ):
-    t_1: f32[32, 16] = aten.t(primals_5)
     t_2: f32[16, 32] = aten.t(t_1)
     mm: f32[s77, 32] = aten.mm(tangents_1, t_2)
     t_3: f32[16, s77] = aten.t(tangents_1)
@@ -564,18 +566,19 @@ def backward(
 tensor     shape         stride   bytes    group  offset              write
 ---------  ------------  -------  -------  -----  ------------------  ---------
 primals_4  f32[s77, 16]  [16, 1]  64*s77   g0     -                   no slot
-primals_5  f32[16, 32]   [32, 1]  2048     g1     -                   no slot
-addmm      f32[s77, 32]  [32, 1]  128*s77  g2     0                   copy-free
-gelu       f32[s77, 32]  [32, 1]  128*s77  g3     512*ceiling(s77/4)  copy-free
+addmm      f32[s77, 32]  [32, 1]  128*s77  g1     0                   copy-free
+gelu       f32[s77, 32]  [32, 1]  128*s77  g2     512*ceiling(s77/4)  copy-free
+t_1        f32[32, 16]   [1, 32]  2048     g3     -                   no slot
 
 groups:
   g0: no slot   offset 0, 64*s77 bytes  (user input: the caller owns it)
-  g1: no slot   offset 0, 2048 bytes  (parameter or buffer: outlives every replay)
-  g2: copy-free offset 0, 128*s77 bytes  (aten::addmm.out writes it in place)
-  g3: copy-free offset 512*ceiling(s77/4), 128*s77 bytes  (aten::gelu.out writes it in place)
+  g1: copy-free offset 0, 128*s77 bytes  (aten::addmm.out writes it in place)
+  g2: copy-free offset 512*ceiling(s77/4), 128*s77 bytes  (aten::gelu.out writes it in place)
+  g3: no slot   offset 0, 2048 bytes  (parameter or buffer: outlives every replay)
 arena bytes per slot: 1024*ceiling(s77/4)
 saved bytes in slot: 256*s77, copy-free: 256*s77
-bytes copied per forward: 0""")
+bytes copied per forward: 0
+partitioned by: default""")
 
 
 def test_in_place_update_of_an_input():
@@ -594,23 +597,23 @@ def forward(
     primals_2: f32[8, 8],
     primals_3: f32[8],
     slot_mul: f32[4, 8] @ slot byte 0,
-    slot_detach_1: f32[4, 8] @ slot byte 512,
+    slot_detach: f32[4, 8] @ slot byte 512,
 ):
     mul: f32[4, 8] = aten.mul.out(primals_1, 2, out=slot_mul)  # copy-free: slot bytes [0, 128) hold group 0
     t: f32[8, 8] = aten.t(primals_2)
     addmm: f32[4, 8] = aten.addmm(primals_3, mul, t)
     tanh: f32[4, 8] = aten.tanh(addmm)
     detach: f32[4, 8] = aten.detach(tanh)
-    detach_1: f32[4, 8] = aten.detach(detach)
-    copy__default = aten.copy_(slot_detach_1, detach_1)  # copied: slot bytes [512, 640) hold group 1
+    copy__default = aten.copy_(slot_detach, detach)  # copied: slot bytes [512, 640) hold group 1
     copy_: f32[4, 8] = aten.copy_(primals_1, mul)
     return [tanh, mul, copy__default]
 ----- backward -----
 def backward(
     mul: f32[4, 8],  # read from slot: group 0 at byte 0
-    detach_1: f32[4, 8],  # read from slot: group 1 at byte 512
+    detach: f32[4, 8],  # read from slot: group 1 at byte 512
     tangents_1: f32[4, 8],
 ):
+    detach_1: f32[4, 8] = aten.detach(detach)
     tanh_backward: f32[4, 8] = aten.tanh_backward(tangents_1, detach_1)
     t_1: f32[8, 4] = aten.t(tanh_backward)
     mm: f32[8, 8] = aten.mm(t_1, mul)
@@ -620,10 +623,10 @@ def backward(
     t_3: f32[8, 8] = aten.t(t_2)
     return [None, t_3, view]
 ----- plan -----
-tensor    shape      stride  bytes  group  offset  write
---------  ---------  ------  -----  -----  ------  -------------
-mul       f32[4, 8]  [8, 1]  128    g0     0       copy-free
-detach_1  f32[4, 8]  [8, 1]  128    g1     512     copied (copy)
+tensor  shape      stride  bytes  group  offset  write
+------  ---------  ------  -----  -----  ------  -------------
+mul     f32[4, 8]  [8, 1]  128    g0     0       copy-free
+detach  f32[4, 8]  [8, 1]  128    g1     512     copied (copy)
 
 groups:
   g0: copy-free offset 0, 128 bytes  (aten::mul.out writes it in place)
@@ -631,7 +634,8 @@ groups:
       copy-free would take: not returning this value from the model (the caller owns user outputs)
 arena bytes per slot: 1024
 saved bytes in slot: 256, copy-free: 128
-bytes copied per forward: 128""")
+bytes copied per forward: 128
+partitioned by: default""")
 
 
 def test_offload_moves_groups_to_the_host_arena():
@@ -653,23 +657,22 @@ def forward(
 ):
     t: f32[16, 32] = aten.t(primals_1)
     addmm: f32[4, 32] = aten.addmm(primals_2, primals_3, t)
-    offload = offload(host_addmm, addmm)  # offloaded: host arena, on the d2h side stream, bytes [0, 512) hold group 2
+    offload = offload(host_addmm, addmm)  # offloaded: host arena, on the d2h side stream, bytes [0, 512) hold group 1
     gelu: f32[4, 32] = aten.gelu(addmm)
     offload_wait = offload_wait(addmm, offload)  # the compute stream joins the d2h copy of addmm: its device bytes are free after
-    offload_1 = offload(host_gelu, gelu)  # offloaded: host arena, on the d2h side stream, bytes [512, 1024) hold group 3
+    offload_1 = offload(host_gelu, gelu)  # offloaded: host arena, on the d2h side stream, bytes [512, 1024) hold group 2
     t_1: f32[32, 16] = aten.t(primals_4)
     addmm_1: f32[4, 16] = aten.addmm(primals_5, gelu, t_1)
     offload_wait_1 = offload_wait(gelu, offload_1)  # the compute stream joins the d2h copy of gelu: its device bytes are free after
-    return [addmm_1, primals_3, primals_4, host_addmm, host_gelu]
+    return [addmm_1, primals_3, host_addmm, host_gelu, t_1]
 ----- backward -----
 def backward(
     primals_3: f32[4, 16],
-    primals_4: f32[16, 32],
-    addmm: f32[4, 32],  # in the host arena, reloaded ahead of use: group 2 at host byte 0
-    gelu: f32[4, 32],  # in the host arena, reloaded ahead of use: group 3 at host byte 512
+    addmm: f32[4, 32],  # in the host arena, reloaded ahead of use: group 1 at host byte 0
+    gelu: f32[4, 32],  # in the host arena, reloaded ahead of use: group 2 at host byte 512
+    t_1: f32[32, 16],
     tangents_1: f32[4, 16],
 ):
-    t_1: f32[32, 16] = aten.t(primals_4)
     t_2: f32[16, 32] = aten.t(t_1)
     reload = reload(cpu, gelu)  # reloads gelu on the h2d side stream
     mm: f32[4, 32] = aten.mm(tangents_1, t_2)
@@ -696,16 +699,17 @@ def backward(
 tensor     shape        stride   bytes  group  offset    write
 ---------  -----------  -------  -----  -----  --------  ---------
 primals_3  f32[4, 16]   [16, 1]  256    g0     -         no slot
-primals_4  f32[16, 32]  [32, 1]  2048   g1     -         no slot
-addmm      f32[4, 32]   [32, 1]  512    g2     host 0    offloaded
-gelu       f32[4, 32]   [32, 1]  512    g3     host 512  offloaded
+addmm      f32[4, 32]   [32, 1]  512    g1     host 0    offloaded
+gelu       f32[4, 32]   [32, 1]  512    g2     host 512  offloaded
+t_1        f32[32, 16]  [1, 32]  2048   g3     -         no slot
 
 groups:
   g0: no slot   offset 0, 256 bytes  (user input: the caller owns it)
-  g1: no slot   offset 0, 2048 bytes  (parameter or buffer: outlives every replay)
-  g2: offloaded offset 0, 512 bytes  (512 B >= 512 B (above:512))
-  g3: offloaded offset 512, 512 bytes  (512 B >= 512 B (above:512))
+  g1: offloaded offset 0, 512 bytes  (512 B >= 512 B (above:512))
+  g2: offloaded offset 512, 512 bytes  (512 B >= 512 B (above:512))
+  g3: no slot   offset 0, 2048 bytes  (parameter or buffer: outlives every replay)
 arena bytes per slot: 0
 saved bytes in slot: 0, copy-free: 0
 bytes copied per forward: 0
-host arena bytes per slot: 1024, bytes offloaded per forward: 1024""")
+host arena bytes per slot: 1024, bytes offloaded per forward: 1024
+partitioned by: default""")

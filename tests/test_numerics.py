@@ -83,6 +83,14 @@ def test_offloaded_groups_reload_bitwise(name, offload):
 
 
 @pytest.mark.parametrize("name", ["mlp", "attention", "gpt"])
+def test_min_cut_partitioner_stays_bitwise(name):
+    # The default with ATen kernels saves what eager saves; min-cut recomputes cheap values.
+    model, make = model_and_inputs(name)
+    ours = train(model, make, "fxslots", 2, False, partitioner="min_cut")
+    assert_equal(ours, train(model, make, "aot_eager", 2, False), exact=True)
+
+
+@pytest.mark.parametrize("name", ["mlp", "attention", "gpt"])
 def test_recomputing_pointwise_ops_stays_bitwise(name):
     model, make = model_and_inputs(name)
     ours = train(model, make, "fxslots", 2, False, recompute="pointwise")
@@ -113,3 +121,35 @@ def test_recompute_leaves_ops_on_mutated_inputs_saved():
                     slots=1, dynamic=False, mutate_input=True, two_outputs=False,
                     options=(("recompute", "pointwise"),), seed=0))
 
+
+
+class _Norms(torch.nn.Module):
+    """Linear -> LayerNorm -> Linear -> GroupNorm -> Linear: each norm's output is read by the
+    next matmul's weight gradient, so it is saved; no CPU kernel writes a norm into given
+    memory."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.c = (torch.nn.Linear(16, 16) for _ in range(3))
+        self.ln, self.gn = torch.nn.LayerNorm(16), torch.nn.GroupNorm(4, 16)
+
+    def forward(self, x):
+        return self.c(self.gn(self.b(self.ln(self.a(x)))))
+
+
+def test_norms_are_recomputed_in_backward_instead_of_copied():
+    torch.manual_seed(0)
+    model, x = _Norms(), torch.randn(8, 16)
+    copied = fxslots.explain(model, x, recompute="none")
+    ours = fxslots.explain(model, x)  # recompute="norms", the default
+    (_, before), = copied.plans
+    (_, after), = ours.plans
+    # Saved and copied before: each norm's output, mean and rstd.
+    assert int(before.slot_bytes - before.copy_free_bytes) >= 2 * 8 * 16 * 4
+    assert int(after.slot_bytes) == int(after.copy_free_bytes)  # nothing copied
+    assert int(after.slot_bytes) < int(before.slot_bytes)  # and the slot is smaller
+    assert ("recomputed in backward instead of saved (recompute='norms'): native_group_norm, "
+            "native_layer_norm") in str(ours)
+    ours = train(model, lambda s, g: torch.randn(s, 16, generator=g), "fxslots", 2, False)
+    ref = train(model, lambda s, g: torch.randn(s, 16, generator=g), "aot_eager", 2, False)
+    assert_equal(ours, ref, exact=True)  # the same kernel on the same input

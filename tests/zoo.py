@@ -40,27 +40,28 @@ class _Logits(nn.Module):
         return self.m(input_ids=ids).logits
 
 
-def _hf(family: str):
+def _hf(family: str, dropout: float = 0.1):
     import transformers as tf
 
+    p = dropout
     common = dict(vocab_size=VOCAB, max_position_embeddings=64)
     if family == "llama":
         return tf.LlamaForCausalLM(tf.LlamaConfig(
             hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-            num_key_value_heads=2, attention_dropout=0.1, **common))
+            num_key_value_heads=2, attention_dropout=p, **common))
     if family == "bert":
         return tf.BertForMaskedLM(tf.BertConfig(
             hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-            hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, **common))
+            hidden_dropout_prob=p, attention_probs_dropout_prob=p, **common))
     if family == "t5":
         return tf.T5ForConditionalGeneration(tf.T5Config(
             vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=2,
-            num_heads=4, dropout_rate=0.1, decoder_start_token_id=0))
+            num_heads=4, dropout_rate=p, decoder_start_token_id=0))
     if family == "mixtral":
         return tf.MixtralForCausalLM(tf.MixtralConfig(
             hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
             num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2,
-            attention_dropout=0.1, **common))
+            attention_dropout=p, **common))
     raise ValueError(family)
 
 
@@ -89,12 +90,12 @@ class ConvNet(nn.Module):
 FAMILIES = ("llama", "bert", "t5", "mixtral")
 
 
-def build(family: str, checkpointing: bool = False) -> nn.Module:
+def build(family: str, checkpointing: bool = False, dropout: float = 0.1) -> nn.Module:
     """A tiny random model of ``family`` ("conv" or one of FAMILIES), in train mode."""
     torch.manual_seed(0)
     if family == "conv":
         return ConvNet().train()
-    model = _Logits(_hf(family), seq2seq=family == "t5").train()
+    model = _Logits(_hf(family, dropout), seq2seq=family == "t5").train()
     if checkpointing:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # transformers' deprecation notes

@@ -4,7 +4,7 @@ from ..routes import find_out_overload
 from .collect import collect_inputs, collect_saved
 from .observe import failure_reason, observe
 from .plan import plan_arena, unplaceable_reason
-from .recompute import tag_recompute
+from .recompute import recomputed_ops, tag_recompute
 from .rewrite import annotate_backward, backward_slot_args, rewrite_forward, snapshot
 from .verify import verify_forward
 
@@ -19,6 +19,7 @@ __all__ = [
     "plan_arena",
     "rewrite_forward",
     "snapshot",
+    "recomputed_ops",
     "tag_recompute",
     "unplaceable_reason",
     "verify_forward",

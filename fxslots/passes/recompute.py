@@ -9,11 +9,12 @@ import torch
 import torch.fx as fx
 from torch.utils.checkpoint import CheckpointPolicy
 
+from .._torch import returns_view
 from .collect import mutated_placeholders
 
 
-def tag_recompute(joint: fx.GraphModule, choose: Callable[[Any], bool]) -> int:
-    """Tag the forward ops ``choose`` picks as "prefer recompute"; returns how many.
+def tag_recompute(joint: fx.GraphModule, choose: Callable[[Any], bool]) -> frozenset[str]:
+    """Tag the forward ops ``choose`` picks as "prefer recompute"; returns their names.
 
     Never tags an op computed from an input the graph mutates: backward would recompute it from
     the mutated value (a wrong gradient, with no error to say so) and would have to save the
@@ -25,7 +26,7 @@ def tag_recompute(joint: fx.GraphModule, choose: Callable[[Any], bool]) -> int:
     mutated = mutated_placeholders(joint)
     backward: set[fx.Node] = set()
     tainted: set[fx.Node] = set(mutated)
-    tagged = 0
+    tagged: set[str] = set()
     for n in joint.graph.nodes:
         inputs = n.all_input_nodes
         if (n.op == "placeholder" and "tangent" in n.name) or any(a in backward for a in inputs):
@@ -35,10 +36,29 @@ def tag_recompute(joint: fx.GraphModule, choose: Callable[[Any], bool]) -> int:
             tainted.add(n)
             continue
         if n.op == "call_function" and "recompute" not in n.meta and choose(n):
-            n.meta["recompute"] = CheckpointPolicy.PREFER_RECOMPUTE
-            n.meta["ac_graph_id"] = 0
-            tagged += 1
-    return tagged
+            _tag_with_views(n)
+            tagged.add(n.name)
+    return frozenset(tagged)
+
+
+def _tag_with_views(n: fx.Node) -> None:
+    """Tag ``n`` and the views of it (getitems of an op with several outputs included): the
+    default partitioner saves any untagged node the backward reads, and a saved view keeps the
+    whole value, so they are recomputed with it (free: a view moves no bytes)."""
+    todo = [n]
+    while todo:
+        m = todo.pop()
+        if "recompute" in m.meta and m is not n:
+            continue
+        m.meta["recompute"] = CheckpointPolicy.PREFER_RECOMPUTE
+        m.meta["ac_graph_id"] = 0
+        todo += [u for u in m.users if u.op == "call_function" and returns_view(u.target)]
+
+
+def recomputed_ops(bw: fx.GraphModule, tagged: frozenset[str]) -> tuple[str, ...]:
+    """The tagged forward ops the partitioner really put in ``bw`` (it may still save one, for
+    instance at the edge of a checkpointed region): their names, in backward order."""
+    return tuple(n.name for n in bw.graph.nodes if n.op == "call_function" and n.name in tagged)
 
 
 def _clones_an_input(n: fx.Node) -> bool:

@@ -48,6 +48,7 @@ LIFETIMES = "fxslots/passes/lifetimes.py"
 DELIVERY = "fxslots/runtime/cudagraphs/delivery.py"
 STATE = "fxslots/state.py"
 UNALIAS = "fxslots/passes/unalias.py"
+POLICIES = "fxslots/policies.py"
 
 BAD = "tests/test_bad_inputs.py"
 STAND_IN = "tests/test_graph_executor_cpu.py"
@@ -498,4 +499,10 @@ MUTANTS: tuple[Mutant, ...] = (
            "    if False:\n",
            "the compute stream joins a reload before the backward reads it", "cuda",
            ("tests/test_cuda.py::test_offload_stays_ordered_with_a_slow_side_stream",)),
+    Mutant("norms-saved-and-copied", POLICIES,
+           "    return out is not None and device is not None and not _torch.has_device_kernel",
+           "    return False and device is not None and not _torch.has_device_kernel",
+           "a layer or group norm no kernel writes into given memory is recomputed in backward "
+           "instead of copied into the slot", "cpu",
+           ("tests/test_numerics.py::test_norms_are_recomputed_in_backward_instead_of_copied",)),
 )
