@@ -36,7 +36,7 @@ from .costs import caps_for
 from .offloading import OffloadContext, choose_offload
 from .passes.offload import schedule_offload, schedule_reload
 from .passes.unalias import unalias_outputs
-from .policies import PARTITIONERS, RECOMPUTE, resolve_partitioner
+from .policies import PARTITIONERS, RECOMPUTE, is_host_scalar, resolve_partitioner
 from .printing import format_graph
 from .record import CompiledGraphs, graph_lines
 from .report import plan_to_json
@@ -100,8 +100,9 @@ class _Compiler:
     def partition(self, joint: fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int,
                   **kwargs: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
         checkpointed = any("recompute" in n.meta for n in joint.graph.nodes)  # by the user
+        policy = RECOMPUTE[self.options.recompute]
         tagged = observe("tag_recompute", tag_recompute, joint,
-                         RECOMPUTE[self.options.recompute],
+                         lambda n: is_host_scalar(n) or policy(n),
                          summary=lambda t: f"{len(t)} forward ops to recompute "
                                            f"({self.options.recompute})")
         self.partitioner = resolve_partitioner(self.options.partitioner, self.options.kernels,

@@ -52,6 +52,22 @@ def _is_uncopyable_norm(node) -> bool:
     return out is not None and device is not None and not _torch.has_device_kernel(out, device)
 
 
+def is_host_scalar(node) -> bool:
+    """A 0-d CPU tensor computed only from others (a float of the shapes, ``1 / sqrt(d)``,
+    that Dynamo turned into a tensor): the backward recomputes it from the shapes for nothing,
+    where saving it would put a host tensor among a GPU graph's saved tensors (which then runs
+    without slots) or, on CPU, a 512-byte slot place and a copy. Every recompute policy
+    includes it."""
+    val = node.meta.get("val")
+    if not (isinstance(val, torch.Tensor) and val.dim() == 0 and val.device.type == "cpu"):
+        return False
+    if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
+        return False
+    return all(isinstance(v := a.meta.get("val"), torch.Tensor) and v.dim() == 0
+               and v.device.type == "cpu" for a in node.all_input_nodes
+               if isinstance(a.meta.get("val"), torch.Tensor))
+
+
 RECOMPUTE: dict[str, Callable[[Any], bool]] = {
     # Save what the partitioner chooses.
     "none": lambda node: False,

@@ -125,6 +125,34 @@ def test_a_failure_while_tracing_falls_back_and_trains_as_aot_eager(monkeypatch)
         strict(torch.randn(4, 16))
 
 
+def _data_dependent_decompositions(options):
+    """GELU's decomposition meets a data-dependent ``.item()``, as Mixtral's routing does while
+    AOTAutograd traces it on CUDA (H200 run 22)."""
+    def data_dependent(*args, **kwargs):
+        raise torch._subclasses.fake_tensor.DataDependentOutputException(
+            torch.ops.aten._local_scalar_dense.default)
+    return {torch.ops.aten.gelu.default: data_dependent}
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_data_dependent_op_is_dynamos_graph_break_not_a_fallback(monkeypatch, strict):
+    """Dynamo turns a backend's data-dependent exception into a graph break and runs that code
+    eagerly, under any backend: fxslots lets it through untouched (no "runs without slots"
+    warning, no fallback counted, no error with strict=True) and trains as aot_eager does."""
+    from fxslots import kernels
+
+    monkeypatch.setattr(kernels, "decompositions", _data_dependent_decompositions)
+    m = MLP(16, 32, 2)
+    inputs = [torch.randn(4, 16), torch.randn(4, 16)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ours = run(m, "fxslots", inputs, schedule_ffbb(2), options={"slots": 2,
+                                                                   "strict": strict})
+    assert not [w for w in caught if "fxslots" in str(w.message)]
+    assert fxslots.counters["fallbacks"] == 0
+    assert_same(ours, run(m, "eager", inputs, schedule_ffbb(2)), exact=True)
+
+
 def test_kernels_inductor_traces_a_conv_net_with_max_pool():
     """Inductor's max_pool2d decomposition reads torch._inductor.lowering, which only
     torch.compile's own backend used to import: a conv net with kernels="inductor" failed

@@ -10,6 +10,7 @@ against aot_eager bitwise. The real thing runs in tests/test_cuda.py on a GPU.
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import warnings
 
@@ -316,3 +317,38 @@ def test_staged_inputs_count_as_copies(stand_in_graphs):  # noqa: F811
     ((_, plan),) = report.plans
     assert plan.staging and int(plan.staged_bytes) == x.numel() * x.element_size()
     assert f"(and {x.numel() * x.element_size()} of inputs staged" in str(report)
+
+
+class _Masked(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x, mask):
+        return torch.tanh(self.lin(x)).masked_fill(mask, 0.0)
+
+
+def test_an_expanded_input_is_staged_one_slice(stand_in_graphs):
+    """A broadcast mask passed in expanded (stride 0, as transformers' attention masks arrive):
+    its staging view keeps the strides, so one slice is copied into it (copy_ refuses a
+    destination whose elements overlap: found on the H200 with Mixtral), at the first runs and
+    at every replay, with the mask's values changing between calls."""
+    torch.manual_seed(0)
+    model = _Masked()
+    xs = [torch.randn(4, 8) for _ in range(4)]
+    masks = [(torch.rand(1, 8) > 0.5).expand(4, 8) for _ in range(4)]
+
+    def train(backend, **kw):
+        fxslots.reset()
+        m = copy.deepcopy(model)
+        f = torch.compile(m, backend=backend, dynamic=False, **kw)
+        outs = [f(x, mask) for x, mask in zip(xs, masks, strict=True)]
+        for o in outs:
+            o.square().mean().backward()
+        return outs, [p.grad for p in m.parameters()]
+
+    ours = train("fxslots", options={"slots": 4})
+    assert fxslots.counters["captures"] > 0 and _StandInGraph.replays > 0
+    ref = train("aot_eager")
+    for a, b in zip(ours[0] + ours[1], ref[0] + ref[1], strict=True):
+        assert torch.equal(a, b)

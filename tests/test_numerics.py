@@ -5,6 +5,7 @@ MLP, the attention block and a small GPT, over 3 shape variants and K = 1, 2, 3 
 from __future__ import annotations
 
 import copy
+import math
 
 import pytest
 import torch
@@ -153,3 +154,29 @@ def test_norms_are_recomputed_in_backward_instead_of_copied():
     ours = train(model, lambda s, g: torch.randn(s, 16, generator=g), "fxslots", 2, False)
     ref = train(model, lambda s, g: torch.randn(s, 16, generator=g), "aot_eager", 2, False)
     assert_equal(ours, ref, exact=True)  # the same kernel on the same input
+
+
+class _ScaledScores(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        h, d = self.lin(x), x.shape[1]  # the sequence: a symbol under dynamic shapes
+        return ((h @ h.transpose(-2, -1)) * (1.0 / math.sqrt(d))).softmax(-1) @ h
+
+
+def test_a_float_of_the_shapes_is_recomputed_not_saved():
+    """Under dynamic shapes Dynamo turns ``1 / sqrt(d)`` into a 0-d CPU tensor the backward
+    reads. Saved, it was a host tensor among a GPU graph's saved tensors, and the graph ran
+    without slots (H200 run 22, fuzz cases 1, 19 and 27, after the default partitioner became
+    the default): it is recomputed from the shapes, whatever the recompute policy."""
+    torch.manual_seed(0)
+    model, make = _ScaledScores(), lambda s, g: torch.randn(2, s, 8, generator=g)  # noqa: E731
+    for recompute in ("none", "norms"):
+        report = fxslots.explain(model, make(5, torch.Generator().manual_seed(0)),
+                                 dynamic=True, recompute=recompute)
+        (saved, _), = report.plans
+        assert not [t.name for t in saved.tensors if len(t.shape) == 0], str(report)
+    ours = train(model, make, "fxslots", 2, False)
+    assert_equal(ours, train(model, make, "aot_eager", 2, False), exact=True)

@@ -152,14 +152,17 @@ def test_mixtral_with_inductor_kernels_writes_its_grouped_matmul_in_place():
 @pytest.mark.cuda
 @pytest.mark.parametrize("family", ["conv", "bert", "llama", "t5", "mixtral"])
 def test_zoo_on_cuda_under_cuda_graphs(family):
-    """Every family on the GPU through real CUDA graphs, two shape variants with both
-    microbatches in flight, against aot_eager on the same device: outputs, gradients and
+    """Every family on the GPU through real CUDA graphs, two shape variants twice with all
+    four microbatches in flight, against aot_eager on the same device: outputs, gradients and
     buffers within fp32 noise (dropout off: a captured graph draws its random numbers at each
-    replay, not in eager's order). The conv net's convolutions go through cuDNN's out= kernel
-    and its norms are recomputed: at least 95% of its saved bytes are written copy-free."""
+    replay, not in eager's order). The conv net's convolutions go through cuDNN's out= kernel,
+    BERT's LayerNorms are recomputed: all their saved bytes are written copy-free."""
     model = zoo.build(family, dropout=0.0).cuda()
-    xs = [x.cuda() for x in zoo.inputs(family)]
-    ours = zoo.train(model, "fxslots", xs, dynamic=False, options={"slots": 2})
+    xs = [x.cuda() for x in zoo.inputs(family)] * 2  # the second pass replays what the first
+    # On CUDA Dynamo splits Mixtral's layers at its data-dependent routing and reuses each
+    # piece's compiled graph for every layer: each microbatch in flight holds a slot per call.
+    slots = 4 * (16 if family == "mixtral" else 1)
+    ours = zoo.train(model, "fxslots", xs, dynamic=False, options={"slots": slots})
     captures = fxslots.counters["captures"]
     ref = zoo.train(model, "aot_eager", xs, dynamic=False)
     print(f"{family} on cuda: {ours.copy_free_fraction:.4f} copy-free of {ours.saved_bytes} "
@@ -171,5 +174,12 @@ def test_zoo_on_cuda_under_cuda_graphs(family):
             assert (x is None) == (y is None), f"{what} {i}"
             if x is not None:
                 torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6, msg=f"{what} {i}")
-    if family == "conv":
-        assert ours.copy_free_fraction >= 0.95, ours.copy_free_fraction
+    assert ours.copy_free_fraction >= CUDA_FLOORS.get(family, 0.0), ours.copy_free_fraction
+
+
+# Copy-free fractions on CUDA (H200 run 22). Below CPU's 100%: the SDPA kernels (CUDA runs
+# _scaled_dot_product_efficient_attention, which has no out= form: its output, logsumexp and
+# RNG state are copied) and, in T5, key/value caches returned as outputs of graphs that
+# Dynamo splits (the caller owns a user output, so the slot holds a copy). Mixtral is split
+# at its routing into many small graphs; its copied groups are not broken down yet.
+CUDA_FLOORS = {"conv": 0.99, "bert": 0.99, "llama": 0.91, "t5": 0.86, "mixtral": 0.76}

@@ -10,8 +10,11 @@ import torch._dynamo.exc
 
 def is_dynamo_signal(e: BaseException) -> bool:
     """Whether ``e`` is Dynamo's own (a restart of its analysis, say, which it raises through
-    backends and catches itself): never a failure of fxslots to report."""
-    return isinstance(e, torch._dynamo.exc.TorchDynamoException)
+    backends and catches itself), or a fake-tensor exception Dynamo turns into a graph break
+    when a backend raises it (a data-dependent ``.item()`` met while AOTAutograd traces:
+    Mixtral's routing on CUDA): never a failure of fxslots to report."""
+    breaks = getattr(torch._dynamo.exc, "exceptions_allowed_to_be_fallback", ())
+    return isinstance(e, (torch._dynamo.exc.TorchDynamoException, *breaks))
 
 
 def real_tensors() -> Any:

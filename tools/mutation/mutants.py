@@ -170,8 +170,8 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/test_golden.py::test_a_stride_zero_member_is_copied_one_slice",)),
     # ------------------------------------------------------------ staging and write-back
     Mutant("replay-skips-staging", EXECUTOR,
-           "        if cap.stage:  # one multi-tensor copy",
-           "        if False:  # one multi-tensor copy",
+           "        copy_staged(cap.stage, args)\n        cap.graph.replay()",
+           "        cap.graph.replay()",
            "a replay first copies the caller's inputs into the slot's staging", "cpu",
            (f"{STAND_IN}::test_executor_matches_aot_eager",)),
     Mutant("backward-skips-tangent-staging", EXECUTOR,
@@ -505,4 +505,23 @@ MUTANTS: tuple[Mutant, ...] = (
            "a layer or group norm no kernel writes into given memory is recomputed in backward "
            "instead of copied into the slot", "cpu",
            ("tests/test_numerics.py::test_norms_are_recomputed_in_backward_instead_of_copied",)),
+    Mutant("host-scalar-saved", BACKEND,
+           "lambda n: is_host_scalar(n) or policy(n),",
+           "lambda n: policy(n),",
+           "a 0-d CPU tensor computed from the shapes is recomputed, never saved (a host tensor "
+           "among a GPU graph's saved tensors sends it back to running without slots)", "cpu",
+           ("tests/test_numerics.py::test_a_float_of_the_shapes_is_recomputed_not_saved",)),
+    Mutant("expanded-input-staged-whole", STAGING,
+           "        if 0 in dst.stride():",
+           "        if False:",
+           "an expanded (stride-0) staged input is copied one slice (copy_ refuses to write "
+           "overlapping memory)", "cpu",
+           ("tests/test_graph_executor_cpu.py::test_an_expanded_input_is_staged_one_slice",)),
+    Mutant("data-dependent-graph-break-reported-as-fallback", "fxslots/_torch/compiling.py",
+           "return isinstance(e, (torch._dynamo.exc.TorchDynamoException, *breaks))",
+           "return isinstance(e, torch._dynamo.exc.TorchDynamoException)",
+           "an exception Dynamo turns into a graph break passes through untouched (no fallback "
+           "warning, no strict error)", "cpu",
+           ("tests/test_fallback.py::test_a_data_dependent_op_is_dynamos_graph_break_not_a_"
+            "fallback",)),
 )

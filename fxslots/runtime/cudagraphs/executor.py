@@ -33,6 +33,7 @@ from ..variant import Direction, Variant
 from .delivery import Deliveries
 from .outputs import Captured, OutKind, describe_outputs, saved_views
 from .pool import CaptureFailed, CudaCapturer
+from .staging import copy_staged
 
 log = logging.getLogger(__name__)
 
@@ -110,13 +111,12 @@ class GraphExecutor:
             slot.saved_outs = cap.saved_outs if tokens else None
             return cap.results(aliases, variant.device, tokens=tokens)
         views = slot_views(layout, aliases, variant.device)
-        stage = make_views(aliases[0], variant.device, layout.staging)
-        gargs = list(args)
-        for i, view in zip(self._staged, stage, strict=True):
-            view.copy_(args[i])
-            gargs[i] = view
-        out = self._first_runs(variant, slot, key, gargs + views,
-                               tuple(zip(self._staged, stage, strict=True)), len(args), aliases)
+        stage = tuple(zip(self._staged, make_views(aliases[0], variant.device, layout.staging),
+                          strict=True))
+        copy_staged(stage, args)
+        staged = dict(stage)
+        gargs = [staged.get(i, a) for i, a in enumerate(args)]
+        out = self._first_runs(variant, slot, key, gargs + views, stage, len(args), aliases)
         _write_back(args, [(i, gargs[i]) for i in self._staged if i in self._mutated])
         return out
 
@@ -180,8 +180,7 @@ class GraphExecutor:
         if (moved := cap.moved(args)) is not None:
             self.region.note_recapture((id(self), key), moved)
             return False
-        if cap.stage:  # one multi-tensor copy for every staged input
-            _torch.foreach_copy_([dst for _, dst in cap.stage], [args[i] for i, _ in cap.stage])
+        copy_staged(cap.stage, args)
         cap.graph.replay()
         _write_back(args, cap.writeback)
         return True

@@ -4,7 +4,7 @@ they copy the gradients they hand out."""
 from __future__ import annotations
 
 import weakref
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 
@@ -86,3 +86,21 @@ class OutputBuffer:
 
     def free(self) -> None:
         self.tensor = None  # what the caller still views stays alive (state.viewed)
+
+
+def copy_staged(stage: tuple[tuple[int, torch.Tensor], ...], args: list[Any]) -> None:
+    """One multi-tensor copy of each staged argument into its staging view. The view keeps the
+    argument's strides; along a dimension both expand (stride 0, a broadcast attention mask)
+    one slice is copied, since copy_ refuses a destination whose elements overlap."""
+    if not stage:
+        return
+    dsts, srcs = [], []
+    for i, dst in stage:
+        src = args[i]
+        if 0 in dst.stride():
+            for dim, (a, b) in enumerate(zip(dst.stride(), src.stride(), strict=True)):
+                if a == 0 and b == 0:
+                    dst, src = dst.narrow(dim, 0, 1), src.narrow(dim, 0, 1)
+        dsts.append(dst)
+        srcs.append(src)
+    _torch.foreach_copy_(dsts, srcs)
