@@ -23,9 +23,9 @@ def resolve_partitioner(name: str, kernels: str, checkpointed: bool) -> str:
     graphs (it fuses what min-cut recomputes into the kernels around it) or when the model
     checkpoints activations (a request to trade compute for memory, which min-cut serves
     best), and default otherwise: with ATen kernels each recomputed op is a kernel of its own
-    that reads and writes its whole tensor, and on the H200 min-cut took llama-large from 0.97x
-    eager's step time to 1.03x for 28% fewer saved bytes (docs/design.md, "Which
-    partitioner")."""
+    that reads and writes its whole tensor: on the H200 (run 22) min-cut put llama-large at
+    1.02-1.03x eager's step time and the default partitioner at 0.98-0.99x, for 28% more saved
+    bytes, eager's own (docs/design.md, "Which partitioner, and recomputing norms")."""
     if name != AUTO:
         return name
     return "min_cut" if kernels == "inductor" or checkpointed else "default"
