@@ -163,7 +163,14 @@ def offload_cases(models: list[str], s: Settings) -> list[dict]:
                                           else mode)
             out.append(dict(case("offload", m, "offload", "fxslots", s, offload=mode, seq=seq),
                             case=label))
+        # "all" as it ran before the offload window: every copy joined where the link is done
+        out.append(dict(case("offload", m, "offload", "fxslots", s, offload="all", seq=seq,
+                             window=UNBOUNDED_WINDOW),
+                        case="fxslots offload=all, unbounded window"))
     return out
+
+
+UNBOUNDED_WINDOW = 2**50
 
 
 def compile_cases(models: list[str], s: Settings) -> list[dict]:

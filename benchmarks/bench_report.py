@@ -60,7 +60,8 @@ SPEED: list[Column] = [
     _key("model"), _key("schedule"), _key("case"),
     ("ms/step median [min-max]", _spread("ms_per_step")), ("x eager", _ratio("eager")),
     ("x reduce-overhead", _ratio("reduce-overhead")), ("peak GiB", _get("peak_alloc_gib", ".2f")),
-    ("steady GiB", _get("peak_steady_gib", ".2f")), ("reserved GiB", _get("reserved_gib", ".2f")),
+    ("steady GiB", _get("peak_steady_gib", ".2f")), ("in use GiB", _get("in_use_gib", ".2f")),
+    ("reserved GiB", _get("reserved_gib", ".2f")),
     ("graph pools GiB", _get("graph_pools_gib", ".2f")),
     ("cached free GiB", _get("cached_free_gib", ".2f")), ("captures", _get("captures", "d")), ("copy-free", _get("copy_free_fraction", ".0%")),
     ("copied MiB/fwd", _get("copied_bytes_per_forward", ".1f", 2**-20)),
@@ -82,7 +83,7 @@ WARMUP: list[Column] = [
 OFFLOAD: list[Column] = [
     _key("model"), _key("case"), ("ms/step median [min-max]", _spread("ms_per_step")),
     ("x eager", _ratio("eager")), ("peak GiB", _get("peak_alloc_gib", ".2f")),
-    ("reserved GiB", _get("reserved_gib", ".2f")),
+    ("in use GiB", _get("in_use_gib", ".2f")), ("reserved GiB", _get("reserved_gib", ".2f")),
     ("graph pools GiB", _get("graph_pools_gib", ".2f")),
     ("cached free GiB", _get("cached_free_gib", ".2f")),
     ("offloaded MiB/step", _get("offloaded_bytes_per_step", ".1f", 2**-20)),
@@ -128,10 +129,13 @@ def notes(part: str, rows: list[Row]) -> list[str]:
                 "around the loop; GPU: steps queued behind a GPU sleep, timed by CUDA events. "
                 "fxslots' own share, part by part, without a GPU: "
                 "python benchmarks/host_overhead.py --components [--layers 24]"]
+    memory = (["peak: allocated bytes at their most, warm-up included; in use: the steady "
+               "peak plus the graph pools' bytes no live tensor holds (replays write their "
+               "temporaries there without allocating)"] if part in ("speed", "offload") else [])
     link = next((r for r in rows if r.get("case") == "host-link"), None)
     if part != "offload" or link is None:
-        return []
+        return memory
     if link.get("h2d_gbps") is None:
-        return [f"host link: {_error(link, rows) or 'not measured'}"]
-    return [f"host link (pinned, 256 MiB copies): H2D {link['h2d_gbps']:.1f} GB/s, "
-            f"D2H {link['d2h_gbps']:.1f} GB/s; link-min = offloaded bytes / D2H + / H2D"]
+        return memory + [f"host link: {_error(link, rows) or 'not measured'}"]
+    return memory + [f"host link (pinned, 256 MiB copies): H2D {link['h2d_gbps']:.1f} GB/s, "
+                     f"D2H {link['d2h_gbps']:.1f} GB/s; link-min = offloaded bytes / D2H + / H2D"]

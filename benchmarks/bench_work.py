@@ -182,11 +182,13 @@ class Memory:
         private pools (CUDA graphs': fxslots' shared pool, reduce-overhead's trees)."""
         if not self.cuda:
             return {}
-        split = {"default_alloc_gib": 0.0, "cached_free_gib": 0.0, "graph_pools_gib": 0.0}
+        split = {"default_alloc_gib": 0.0, "cached_free_gib": 0.0, "graph_pools_gib": 0.0,
+                 "graph_pools_alloc_gib": 0.0}
         for seg in torch.cuda.memory_snapshot():
             private = tuple(seg.get("segment_pool_id", (0, 0))) != (0, 0)
             if private:
                 split["graph_pools_gib"] += seg["total_size"] / 2**30
+                split["graph_pools_alloc_gib"] += seg["allocated_size"] / 2**30
             else:
                 split["default_alloc_gib"] += seg["allocated_size"] / 2**30
                 split["cached_free_gib"] += (seg["total_size"] - seg["allocated_size"]) / 2**30

@@ -44,7 +44,7 @@ from .runtime.cudagraphs.executor import GraphExecutor
 from .runtime.layout import SymbolBinder
 from .runtime.region import Region, region_for
 from .runtime.variant import EagerExecutor, Variant, boxed
-from .schemas import ArenaPlan, SavedSet
+from .schemas import ArenaPlan, SavedSet, Transfers
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +96,7 @@ class _Compiler:
         self.variant: Variant | None = None
         self.record: CompiledGraphs | None = None
         self.caps = None  # the device's rates, for offload planning
+        self.transfers: Transfers | None = None  # the forward's offload joins, and the window
 
     def partition(self, joint: fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int,
                   **kwargs: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
@@ -161,8 +162,11 @@ class _Compiler:
         observe("verify_forward", verify_forward, fw, saved, plan, self.num_fwd_outputs,
                 summary=lambda n: f"{n} postconditions hold")
         if plan.offloaded_bytes != 0:
-            observe("schedule_offload", schedule_offload, fw, self.caps, graph=fw,
-                    summary=lambda n: f"{n} device-to-host copies joined where they end")
+            self.transfers = observe(
+                "schedule_offload", schedule_offload, fw, self.caps,
+                self.options.offload_window, graph=fw,
+                summary=lambda t: f"{len(t.at)} device-to-host copies joined where they end, "
+                                  f"{len(t.held)} early to keep a {t.window}-byte window")
         self.variant = self._variant(fw, plan, binder, device, graphs, static, example_inputs)
         findings = self._inductor_forward(fw, example_inputs, static)
         plan = self.variant.plan  # as Inductor's code writes the slot, when it compiled
@@ -240,8 +244,9 @@ class _Compiler:
         annotate_backward(bw, saved, plan)
         if plan.offloaded_bytes != 0:
             observe("schedule_reload", schedule_reload, bw, saved, plan, self.caps,
-                    self.variant.device, graph=bw,
-                    summary=lambda n: f"{n} groups reloaded ahead of their first use")
+                    self.variant.device, self.transfers.window, graph=bw,
+                    summary=lambda t: f"{len(t.at)} groups reloaded ahead of their first use, "
+                                      f"{len(t.held)} later to keep a {t.window}-byte window")
 
     def compile_backward(self, bw: fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
         if self.variant is not None:

@@ -194,6 +194,19 @@ def parse_offload(spec: Any) -> tuple[Callable, Any]:
     return OFFLOAD[name], int(arg) if arg else None
 
 
+WINDOW_FLOOR = 64 * 2**20
+
+
+def offload_window(spec: Any, sizes: list[int]) -> int:
+    """The device bytes offload transfers may hold at once (``options.offload_window``) for
+    offloaded groups of ``sizes``: "auto" takes twice the largest (one copy on the link while
+    the next waits its turn, so the link never idles for want of room) and at least 64 MiB
+    (where groups are small, a few in flight keep the link busy past each copy's fixed cost)."""
+    if spec != "auto":
+        return int(spec)
+    return max(2 * max(sizes, default=0), WINDOW_FLOOR)
+
+
 def choose_offload(spec: Any, saved: SavedSet, ctx: OffloadContext) -> Decisions:
     policy, arg = parse_offload(spec)
     return policy(saved, arg, ctx)

@@ -64,6 +64,11 @@ class Options:
     ``SavedTensor`` (see ``fxslots.offloading``)."""
     link_bandwidth: float | None = None
     """Host link bytes/s for offload planning; None: measured once per device."""
+    offload_window: Any = "auto"
+    """Device bytes that offloaded values waiting for their copy to the host, and reloaded
+    groups still to be read, may hold at once: an int, or "auto" (twice the largest offloaded
+    group, at least 64 MiB: ``fxslots.offloading.offload_window``). A smaller window saves
+    memory where the link is slower than compute, by making compute wait for it."""
     grad_accumulation: str = "graph"
     """Who adds gradients into existing ``.grad`` buffers: "graph" (the backward, inside its
     CUDA graph) or "autograd" (one launch per parameter after it; needed by hooks on the
@@ -157,6 +162,11 @@ def _check_bounds(o: Options) -> None:
         raise OptionsError(
             f"fxslots option 'alignment' must be a power of two >= 16 bytes and <= "
             f"{MAX_ALIGNMENT} (2 MiB), got {a}")
+    w = o.offload_window
+    if (w != "auto") if isinstance(w, str) else w <= 0:
+        raise OptionsError(
+            f"fxslots option 'offload_window' must be 'auto' or a positive number of bytes, "
+            f"got {w!r}")
     limit = o.max_arena_bytes
     if limit is not None and not 0 < limit <= MAX_ARENA_BYTES:
         raise OptionsError(
@@ -176,6 +186,7 @@ _TYPES = {
     "partitioner": (str,),
     "offload": (str, int, Callable),
     "link_bandwidth": (int, float, type(None)),
+    "offload_window": (str, int),
     "recompute": (str,),
     "grad_accumulation": (str,),
     "grads_in_arena": (bool,),

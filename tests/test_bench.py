@@ -114,12 +114,13 @@ ROWS = [
 def test_tables_show_ratios_spreads_errors_and_skips():
     text = bench_report.text_table("speed", ROWS)
     lines = text.splitlines()
-    assert lines[0].startswith("model") and len(lines) == 2 + len(ROWS)
+    assert lines[0].startswith("model") and len(lines) == 3 + len(ROWS)
+    assert "in use GiB" in lines[0] and lines[-1].startswith("peak: allocated bytes")
     fx = next(ln for ln in lines if "| fxslots" in ln)
     assert "1.00 [1.00-1.50]" in fx and "| 0.25 " in fx and "| 0.50 " in fx and "100%" in fx
     assert "3.0e+20 WRONG" in text and "RuntimeError: x" in text and "skipped: CUDA only" in text
     md = bench_report.markdown_table("speed", ROWS)
-    assert md.splitlines()[1].startswith("|---|") and md.count("\n") == 1 + len(ROWS)
+    assert md.splitlines()[1].startswith("|---|") and md.count("\n") == 2 + len(ROWS)
 
 
 def test_error_text_names_the_root_cause():

@@ -234,11 +234,14 @@ def test_memory_comes_back_when_the_model_goes(how, options):
     assert [h() for h in hosts] == [None] * len(hosts)
 
 
-@pytest.mark.parametrize("offload", ["all", 40_000])
-def test_offload_stays_ordered_with_a_slow_side_stream(monkeypatch, offload):
+@pytest.mark.parametrize("offload,window", [("all", "auto"), (40_000, "auto"), ("all", 1)],
+                         ids=["all", "budget", "all-window-1"])
+def test_offload_stays_ordered_with_a_slow_side_stream(monkeypatch, offload, window):
     """Issue 10's safety rule: every side-stream copy delayed by a spin kernel, under capture
     and replay; the waits must keep each copy ordered against what reads and reuses its bytes
-    (a missing wait reads unfinished copies or overwrites reloads: wrong gradients)."""
+    (a missing wait reads unfinished copies or overwrites reloads: wrong gradients). A one-byte
+    window joins each copy before the next starts and reloads each group into bytes the group
+    before it has just released."""
     from fxslots import streams
 
     def delayed(fn, direction):
@@ -253,7 +256,7 @@ def test_offload_stays_ordered_with_a_slow_side_stream(monkeypatch, offload):
     monkeypatch.setattr(streams, "offload", delayed(streams.offload, "d2h"))
     monkeypatch.setattr(streams, "reload", delayed(streams.reload, "h2d"))
     _, _, f, _ = train_both([schedule_ffbb(4), schedule_1f1b(4, 2)],
-                            options={"offload": offload}, steps=2)
+                            options={"offload": offload, "offload_window": window}, steps=2)
     assert fxslots.counters["captures"] > 0
     (region,) = fxslots.regions()
     offloaded = [v.plan.offloaded_bytes != 0 for v in region.live_variants()]

@@ -239,3 +239,125 @@ def test_dynamic_shapes_are_sized_at_the_shape_compiled():
     fxslots.reset()
     slow = _plan(Llama(cfg), args, dynamic=True, offload="auto", link_bandwidth=1.0)
     assert slow.plan.offloaded_bytes == 0
+
+
+# The offload window (issue 10, item 1-2): the planners on plain numbers, then on graphs.
+
+def _unit_caps(link=1.0):
+    """A link of ``link`` bytes a second with no fixed cost (at 1, b bytes take b seconds)."""
+    from fxslots.costs import DeviceCaps
+
+    return DeviceCaps(1e12, 1e12, 1e12, link)
+
+
+def test_joins_wait_for_the_link_only_when_the_window_is_full():
+    from fxslots.passes.offload import plan_joins
+
+    seconds, copies = [1.0] * 6, [(0, 2), (1, 2)]
+    # Unbounded: copy 0 ends at 2 s, copy 1 (queued behind it) at 4 s; each is joined at the
+    # first node that starts after.
+    free = plan_joins(seconds, copies, _unit_caps(), 10**9)
+    assert free.at == (2, 4) and free.held == ()
+    # A 3-byte window has no room for copy 1 beside copy 0: copy 0 is joined before copy 1
+    # starts (compute waits until 2 s), and copy 1 ends at 4 s, when node 3 starts.
+    tight = plan_joins(seconds, copies, _unit_caps(), 3)
+    assert tight.at == (1, 3) and tight.held == (0,)
+
+
+def test_reloads_wait_for_room_in_the_window():
+    from fxslots.passes.offload import plan_reloads
+
+    seconds = [1.0] * 8
+    groups = [(2, 3, 2), (4, 5, 2), (6, 7, 2)]  # (first use, last use, bytes)
+    # At 1 B/s each reload goes just in time: 2 s before its need, behind the one before.
+    assert plan_reloads(seconds, groups, _unit_caps(), 10**9).at == (0, 2, 4)
+    # A link too slow for any deadline: unbounded, every reload is issued at the start.
+    slow = _unit_caps(0.1)
+    assert plan_reloads(seconds, groups, slow, 10**9).at == (0, 0, 0)
+    # Room for two: the third waits until group 0 is last read (node 3), issued before node 4.
+    two = plan_reloads(seconds, groups, slow, 4)
+    assert two.at == (0, 0, 4) and two.held == (2,)
+    # Room for one: each waits for the one before it to be read, down to its own first use.
+    one = plan_reloads(seconds, groups, slow, 2)
+    assert one.at == (0, 4, 6) and one.held == (1, 2)
+
+
+def test_reloads_still_go_as_late_as_the_link_allows():
+    from fxslots.passes.offload import plan_reloads
+
+    # A fast link: group 0 (needed at node 5, 1 s to move) goes before node 4; room is no issue.
+    assert plan_reloads([1.0] * 8, [(5, 6, 1)], _unit_caps(), 10**9).at == (4,)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_window_bounds_the_bytes_in_transfer(seed):
+    """At every copy's start, the copies not yet joined hold at most the window (or just the
+    one copy, if it alone is larger); at every reload's issue, the reloads issued and still
+    read hold at most the window with it (or it is issued at its first use)."""
+    import random
+
+    from fxslots.passes.offload import plan_joins, plan_reloads
+
+    rng = random.Random(seed)
+    n = 40
+    seconds = [rng.choice([0.0, 0.5, 1.0, 3.0]) for _ in range(n)]
+    window = rng.randint(1, 12)
+    at = sorted(rng.sample(range(n - 1), 10))
+    copies = [(p, rng.randint(1, 6)) for p in at]
+    joins = plan_joins(seconds, copies, _unit_caps(), window).at
+    for k, (p, b) in enumerate(copies):
+        waiting = sum(bj for j, (_, bj) in enumerate(copies[:k]) if joins[j] > p)
+        assert waiting + b <= window or waiting == 0, (k, joins)
+        assert joins[k] > p  # joined after it started
+    firsts = sorted(rng.sample(range(2, n), 8))
+    groups = [(f, rng.randint(f, n - 1), rng.randint(1, 6)) for f in firsts]
+    issues = plan_reloads(seconds, groups, _unit_caps(), window, first_op=1).at
+    for g, (first, _, b) in enumerate(groups):
+        p = issues[g]
+        assert 1 <= p <= first
+        live = sum(bh for h, (_, last, bh) in enumerate(groups[:g]) if issues[h] <= p <= last)
+        assert live + b <= window or live == 0 or p == first, (g, issues)
+
+
+def test_a_small_window_joins_each_copy_before_the_next_starts():
+    """A link far slower than compute: with the default window every forward join waits for
+    the output (the pool holds every offloaded value to the end), with a window smaller than two
+    values each copy is joined before the next starts, and the gradients do not change."""
+    def order(**options):
+        fxslots.reset()
+        g = _plan(MLP(64, 256, 4), (torch.randn(256, 64),), offload="all",
+                  link_bandwidth=1e3, **options)
+        nodes = list(g.variant.forward_graph.graph.nodes)
+        starts = [i for i, n in enumerate(nodes) if n.target is streams.offload]
+        waits = [i for i, n in enumerate(nodes) if n.target is streams.offload_wait]
+        return starts, waits, nodes
+
+    starts, waits, nodes = order()
+    assert min(waits) > max(starts)  # all at the end
+    starts, waits, nodes = order(offload_window=1)
+    assert len(starts) >= 3
+    for w, nxt in zip(waits, starts[1:], strict=False):
+        assert w < nxt
+    assert "joined early" in nodes[waits[0]].meta[fxslots.schemas.SLOT_META]
+    _train(MLP(64, 256, 4), lambda: (torch.randn(32, 64),),
+           {"offload": "all", "offload_window": 1, "link_bandwidth": 1e3})
+
+
+def test_a_small_window_issues_each_reload_after_the_last_read_before():
+    fxslots.reset()
+    g = _plan(MLP(64, 256, 4), (torch.randn(256, 64),), offload="all", link_bandwidth=1e3,
+              offload_window=1)
+    nodes = list(g.variant.backward_graph.graph.nodes)
+    order = {n: i for i, n in enumerate(nodes)}
+    reloads = [n for n in nodes if n.target is streams.reload]
+    assert len(reloads) >= 3
+    for a, b in zip(reloads, reloads[1:], strict=False):
+        (wait,) = a.users
+        last_read = max(order[u] for v in wait.users for u in v.users)
+        assert order[b] > last_read
+
+
+@pytest.mark.parametrize("bad", [0, -5, "big", 1.5])
+def test_a_bad_offload_window_names_the_forms(bad):
+    with pytest.raises(fxslots.OptionsError, match="offload_window"):
+        fxslots.Options(offload_window=bad)

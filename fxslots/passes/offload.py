@@ -1,76 +1,136 @@
 """Offload scheduling: where the forward joins each device-to-host copy, and where the backward
-issues each reload and joins it, from an estimate of the compute time between graph points.
+issues each reload and joins it, from an estimate of the compute time between graph points and
+a window of device bytes the transfers may hold.
 
 Forward: ``rewrite_forward`` put ``streams.offload`` right after each offloaded group's
 producer. The copies share one side stream, so they finish one after another; each group's
 ``offload_wait`` goes to the first node that starts once its copy should be done, planned with
 ``DeviceCaps.join_slack`` (the graph frees the device value at that wait), or before the
-output if the forward ends first.
-Backward: each offloaded group's host views are read through ``streams.reload`` (issued as late
-as lets its copy, queued behind the earlier ones, finish by the first use) and
-``streams.reload_wait`` right before the first use.
+output if the forward ends first. A value waiting for its copy is a graph temporary the pool
+holds: where the link is slower than compute (offload="all"), every value would wait to the
+end of the forward and the pool would hold them all, so a copy that would take the values in
+flight past the window first joins the oldest ones, stalling compute for the link.
+Backward: each offloaded group's host views are read through ``streams.reload``, issued as late
+as lets its copy, queued behind the earlier ones, finish by the first use, but never while the
+reloaded groups still read would leave no room for it in the window (else a slow link issues
+every reload at the start and the backward holds them all), and ``streams.reload_wait`` right
+before the first use.
+
+``plan_joins`` and ``plan_reloads`` decide on plain numbers; ``schedule_offload`` and
+``schedule_reload`` apply their positions to a graph.
 """
 
 from __future__ import annotations
 
+import bisect
+import collections
 import operator
+
+from typing import Any
 
 import torch.fx as fx
 
 from .. import streams
 from ..costs import DeviceCaps, graph_seconds, value_bytes
-from ..schemas import ArenaPlan, SavedSet, Write
+from ..offloading import offload_window
+from ..schemas import ArenaPlan, SavedSet, Transfers, Write
 from ..schemas import SLOT_META
 
 
-def schedule_offload(fw: fx.GraphModule, caps: DeviceCaps) -> int:
-    """Insert the forward's waits; returns how many."""
-    times = _start_times(fw, caps)
-    order = {n: i for i, (n, _) in enumerate(times)}
-    nodes = [n for n, _ in times]
-    link_free = 0.0
-    copies = [n for n in nodes if n.target is streams.offload]
-    for copy in copies:
-        host, value = copy.args
-        link_free = max(link_free, times[order[copy]][1]) + caps.join_seconds(
-            value_bytes(value))
-        at = next((n for n, t in times[order[copy] + 1:] if t >= link_free), nodes[-1])
-        with fw.graph.inserting_before(at):
+def plan_joins(seconds: list[float], copies: list[tuple[int, int]], caps: DeviceCaps,
+               window: int) -> Transfers:
+    """For nodes taking ``seconds`` each and copies ``(position of the copy node, bytes)`` in
+    graph order: the node each copy is joined before. The last position is the output's."""
+    t = link = 0.0  # the compute stream's clock (stalls included) and the link's
+    pending: collections.deque[tuple[int, float, int]] = collections.deque()
+    at, held, in_flight, k = [len(seconds) - 1] * len(copies), [], 0, 0
+    for i, s in enumerate(seconds):
+        while pending and pending[0][1] <= t:  # done by now: joining costs nothing
+            c, _, nbytes = pending.popleft()
+            at[c], in_flight = i, in_flight - nbytes
+        while k < len(copies) and copies[k][0] == i:
+            nbytes = copies[k][1]
+            while pending and in_flight + nbytes > window:
+                c, done, old = pending.popleft()
+                at[c], in_flight, t = i, in_flight - old, max(t, done)
+                held.append(c)
+            link = max(link, t) + caps.join_seconds(nbytes)
+            pending.append((k, link, nbytes))
+            in_flight, k = in_flight + nbytes, k + 1
+        t += s
+    return Transfers(tuple(at), window, tuple(sorted(held)))
+
+
+def plan_reloads(seconds: list[float], groups: list[tuple[int, int, int]], caps: DeviceCaps,
+                 window: int, first_op: int = 0) -> Transfers:
+    """For nodes taking ``seconds`` each and groups ``(first use, last use, bytes)`` sorted by
+    first use: the node each reload is issued before, no earlier than ``first_op``."""
+    starts = [0.0]
+    for s in seconds:
+        starts.append(starts[-1] + s)
+    latest, deadline = [], float("inf")
+    for first, _, nbytes in reversed(groups):  # latest first: the link is one queue
+        deadline = min(deadline, starts[first]) - caps.transfer_seconds(nbytes)
+        # the last node before the first use that starts by the deadline (starts ascend)
+        latest.append(max(first_op, min(bisect.bisect_right(starts, deadline), first) - 1))
+    at: list[int] = []
+    held = []
+    for g, ((first, _, nbytes), late) in enumerate(zip(groups, reversed(latest), strict=True)):
+        p = max(late, at[-1] if at else first_op)
+        while p < first:  # the reloads issued before and still read at p
+            live = [(last, b) for (_, last, b), issued in zip(groups[:g], at, strict=True)
+                    if issued <= p <= last]
+            if not live or sum(b for _, b in live) + nbytes <= window:
+                break  # room, or a group larger than the window goes alone
+            p = min(min(last for last, _ in live) + 1, first)
+        if p > late:
+            held.append(g)
+        at.append(p)
+    return Transfers(tuple(at), window, tuple(held))
+
+
+def schedule_offload(fw: fx.GraphModule, caps: DeviceCaps, window: Any = "auto") -> Transfers:
+    """Insert the forward's waits; ``window`` as ``options.offload_window`` takes it."""
+    nodes, seconds = _timed(fw, caps)
+    copies = [(i, n) for i, n in enumerate(nodes) if n.target is streams.offload]
+    sizes = [value_bytes(n.args[1]) for _, n in copies]
+    window = offload_window(window, sizes)
+    plan = plan_joins(seconds, list(zip([i for i, _ in copies], sizes, strict=True)), caps,
+                      window)
+    for c, ((_, copy), at) in enumerate(zip(copies, plan.at, strict=True)):
+        value = copy.args[1]
+        with fw.graph.inserting_before(nodes[at]):
             wait = fw.graph.call_function(streams.offload_wait, (value, copy))
         wait.meta[SLOT_META] = (f"the compute stream joins the d2h copy of {value.name}: its "
-                                f"device bytes are free after")
+                                f"device bytes are free after" + (
+                                    f" (joined early: the copies in flight would hold more "
+                                    f"than the {_mib(window)} window)" if c in plan.held
+                                    else ""))
     fw.graph.lint()
     fw.recompile()
-    return len(copies)
+    return plan
 
 
 def schedule_reload(bw: fx.GraphModule, saved: SavedSet, plan: ArenaPlan,
-                    caps: DeviceCaps, device) -> int:
-    """Read every offloaded group of ``bw`` through a reload; returns how many."""
+                    caps: DeviceCaps, device, window: int) -> Transfers:
+    """Read every offloaded group of ``bw`` through a reload."""
     placeholders = {p.name: p for p in bw.graph.find_nodes(op="placeholder")}
-    times = _start_times(bw, caps)
-    order = {n: i for i, (n, _) in enumerate(times)}
+    nodes, seconds = _timed(bw, caps)
+    order = {n: i for i, n in enumerate(nodes)}
     groups = []
     for p in plan.placements:
         members = [placeholders[m] for m in saved.groups[p.group].members if m in placeholders]
         if p.write is Write.OFFLOAD and members:
-            first = min((u for m in members for u in m.users), key=order.__getitem__)
-            groups.append((first, members, max(value_bytes(m) for m in members)))
-    groups.sort(key=lambda g: order[g[0]])
-    deadline = float("inf")
-    issue_at = []
-    for first, members, nbytes in reversed(groups):  # latest first: the link is one queue
-        deadline = min(deadline, times[order[first]][1]) - caps.transfer_seconds(nbytes)
-        issue = max((n for n, t in times if t <= deadline and n.op != "placeholder"),
-                    key=order.__getitem__, default=None)
-        issue_at.append(issue)
-    for (first, members, _), issue in zip(groups, reversed(issue_at), strict=True):
-        if issue is None or order[issue] >= order[first]:
-            issue = first if issue is not None else _first_op(bw.graph)
-        _reload(bw.graph, members, first, issue, device)
+            uses = [order[u] for m in members for u in m.users]
+            groups.append((min(uses), max(uses), max(value_bytes(m) for m in members), members))
+    groups.sort(key=lambda g: g[0])
+    first_op = next(i for i, n in enumerate(nodes) if n.op != "placeholder")
+    issues = plan_reloads(seconds, [g[:3] for g in groups], caps, window, first_op)
+    for (first, _, _, members), at in zip(groups, issues.at, strict=True):
+        _reload(bw.graph, members, nodes[first], nodes[at], device)
     bw.graph.lint()
     bw.recompile()
-    return len(groups)
+    return issues
 
 
 def _reload(graph: fx.Graph, members: list[fx.Node], first: fx.Node, issue: fx.Node,
@@ -90,14 +150,10 @@ def _reload(graph: fx.Graph, members: list[fx.Node], first: fx.Node, issue: fx.N
                 user.replace_input_with(m, v)
 
 
-def _start_times(gm: fx.GraphModule, caps: DeviceCaps) -> list[tuple[fx.Node, float]]:
-    """Each node with the estimated compute time before it starts."""
-    out, t = [], 0.0
-    for n, s in graph_seconds(gm, caps):
-        out.append((n, t))
-        t += s
-    return out
+def _timed(gm: fx.GraphModule, caps: DeviceCaps) -> tuple[list[fx.Node], list[float]]:
+    pairs = graph_seconds(gm, caps)
+    return [n for n, _ in pairs], [s for _, s in pairs]
 
 
-def _first_op(graph: fx.Graph) -> fx.Node:
-    return next(n for n in graph.nodes if n.op != "placeholder")
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.2f} MiB"

@@ -1,0 +1,106 @@
+"""Where a training loop's reserved GPU memory is (issue 10, item 6): segment by segment, the
+caching allocator's pools, what is allocated in each and where it was allocated.
+
+    python benchmarks/footprint.py --model llama-small --schedule accum --backend fxslots
+    python benchmarks/footprint.py --model llama-small --schedule accum --backend eager
+
+Runs ``--steps`` steps of the schedule (benchmarks/bench_work.py's) with the allocator's history
+recorded from the start, then prints per pool its reserved, allocated and free bytes, and for
+every default-pool segment that is partly free (memory no other pool can use, held by a live
+block), its live blocks and the first frame that allocated each. JSON goes to ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bench_plan import MODELS  # noqa: E402
+from bench_work import Workload, compile_case, make_step, mark_for, with_zero_grad  # noqa: E402
+
+GIB = 2**30
+_OURS = ("fxslots/", "benchmarks/", "examples/", "torch/autograd/", "torch/_functorch/")
+
+
+def site(block: dict) -> str:
+    """The first frame of ours (or autograd's) that allocated ``block``."""
+    for f in block.get("frames", []):
+        name = f.get("filename", "")
+        if any(k in name for k in _OURS):
+            return f"{name.split('/site-packages/')[-1]}:{f.get('line')} {f.get('name')}"
+    return "?"
+
+
+def summarize(snapshot: dict) -> dict:
+    pools: dict[str, dict] = collections.defaultdict(lambda: dict(total=0, allocated=0, n=0))
+    partial = []
+    for seg in snapshot["segments"]:
+        pool = "default" if tuple(seg.get("segment_pool_id", (0, 0))) == (0, 0) else "graph"
+        p = pools[pool]
+        p["total"] += seg["total_size"]
+        p["allocated"] += seg["allocated_size"]
+        p["n"] += 1
+        free = seg["total_size"] - seg["allocated_size"]
+        if pool == "default" and free and seg["allocated_size"]:
+            live = [b for b in seg["blocks"] if b["state"] == "active_allocated"]
+            partial.append(dict(total=seg["total_size"], free=free, blocks=[
+                dict(size=b["size"], site=site(b)) for b in live]))
+    partial.sort(key=lambda s: -s["free"])
+    return dict(pools=dict(pools), partly_free=partial)
+
+
+def report(summary: dict) -> str:
+    lines = ["pool     segments  reserved GiB  allocated GiB  free GiB"]
+    for name, p in summary["pools"].items():
+        lines.append(f"{name:<8} {p['n']:>8}  {p['total'] / GIB:>12.3f}  "
+                     f"{p['allocated'] / GIB:>13.3f}  {(p['total'] - p['allocated']) / GIB:>8.3f}")
+    held = sum(s["free"] for s in summary["partly_free"])
+    lines.append(f"\ndefault-pool segments partly free: {len(summary['partly_free'])}, "
+                 f"{held / GIB:.3f} GiB free in them (held by their live blocks)")
+    by_site: collections.Counter = collections.Counter()
+    for seg in summary["partly_free"]:
+        for b in seg["blocks"]:
+            by_site[b["site"]] += seg["free"] / len(seg["blocks"])
+    for where, nbytes in by_site.most_common(12):
+        lines.append(f"  {nbytes / GIB:8.3f} GiB free beside blocks from {where}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="llama-small", choices=sorted(MODELS))
+    ap.add_argument("--schedule", default="accum")
+    ap.add_argument("--backend", default="fxslots")
+    ap.add_argument("--options", default="{}", help="fxslots options, as JSON")
+    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--out", default="footprint-out")
+    a = ap.parse_args()
+    torch.cuda.memory._record_memory_history(max_entries=200_000)
+    work = Workload(MODELS[a.model], "cuda", microbatches=4)
+    f = compile_case(work.model, a.backend, json.loads(a.options), None)
+    run = with_zero_grad(make_step(a.schedule, work, mark_for(a.backend)), work.model,
+                         a.schedule)
+    for k in range(a.steps):
+        run(f, k)
+    torch.cuda.synchronize()
+    summary = summarize(torch.cuda.memory._snapshot())
+    summary.update(model=a.model, schedule=a.schedule, backend=a.backend, options=a.options,
+                   reserved=torch.cuda.memory_reserved())
+    print(f"{a.model} {a.schedule} {a.backend} {a.options}: reserved "
+          f"{summary['reserved'] / GIB:.3f} GiB")
+    print(report(summary))
+    os.makedirs(a.out, exist_ok=True)
+    name = f"{a.model}-{a.schedule}-{a.backend}".replace("/", "_")
+    with open(os.path.join(a.out, name + ".json"), "w") as fh:
+        json.dump(summary, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
