@@ -44,7 +44,7 @@ from .runtime.cudagraphs.executor import GraphExecutor
 from .runtime.layout import SymbolBinder
 from .runtime.region import Region, region_for
 from .runtime.variant import EagerExecutor, Variant, boxed
-from .schemas import ArenaPlan, SavedSet, Transfers
+from .schemas import ArenaPlan, SavedSet
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,6 @@ class _Compiler:
         self.variant: Variant | None = None
         self.record: CompiledGraphs | None = None
         self.caps = None  # the device's rates, for offload planning
-        self.transfers: Transfers | None = None  # the forward's offload joins, and the window
 
     def partition(self, joint: fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int,
                   **kwargs: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
@@ -162,11 +161,8 @@ class _Compiler:
         observe("verify_forward", verify_forward, fw, saved, plan, self.num_fwd_outputs,
                 summary=lambda n: f"{n} postconditions hold")
         if plan.offloaded_bytes != 0:
-            self.transfers = observe(
-                "schedule_offload", schedule_offload, fw, self.caps,
-                self.options.offload_window, graph=fw,
-                summary=lambda t: f"{len(t.at)} device-to-host copies joined where they end, "
-                                  f"{len(t.held)} early to keep a {t.window}-byte window")
+            observe("schedule_offload", schedule_offload, fw, self.caps,
+                    self.options.offload_window, graph=fw, summary=str)
         self.variant = self._variant(fw, plan, binder, device, graphs, static, example_inputs)
         findings = self._inductor_forward(fw, example_inputs, static)
         plan = self.variant.plan  # as Inductor's code writes the slot, when it compiled
@@ -244,9 +240,7 @@ class _Compiler:
         annotate_backward(bw, saved, plan)
         if plan.offloaded_bytes != 0:
             observe("schedule_reload", schedule_reload, bw, saved, plan, self.caps,
-                    self.variant.device, self.transfers.window, graph=bw,
-                    summary=lambda t: f"{len(t.at)} groups reloaded ahead of their first use, "
-                                      f"{len(t.held)} later to keep a {t.window}-byte window")
+                    self.variant.device, self.options.offload_window, graph=bw, summary=str)
 
     def compile_backward(self, bw: fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
         if self.variant is not None:
@@ -274,8 +268,8 @@ class _Compiler:
                                        for t in self.record.saved.tensors
                                        if t.output_index >= 0 and t.backward_index >= 0}
         what = f"backward graph of {variant.name}"
-        variant.accumulate = grads.accumulate(bw, self.static_inputs, self.options,
-                                              example_inputs, what)
+        variant.accumulate = grads.accumulate(bw, self.static_inputs, self.options, example_inputs,
+                                              what, isinstance(variant.executor, GraphExecutor))
         if isinstance(variant.executor, GraphExecutor) and variant.executor.capturing:
             variant.deliver = grads.deliver(bw, self.static_inputs, variant, self.options,
                                             example_inputs, what, self.record.saved)

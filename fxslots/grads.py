@@ -19,7 +19,8 @@ from . import kernels
 from .errors import UnsupportedGraphError
 from .fallback import go_without
 from .options import Options
-from .passes.accumulate import accumulate_grads
+from .costs import value_bytes
+from .passes.accumulate import accumulate_grads, flush_bytes_for
 from .passes.deliver import deliver_grads, deliverable
 from .passes.observe import failure_reason, observe
 from .geometry import span_elements
@@ -31,10 +32,11 @@ from .schemas import ArenaPlan, SavedSet, Write
 
 
 def accumulate(bw: fx.GraphModule, static: list[int], options: Options, example_inputs: Any,
-               what: str) -> Accumulate | None:
+               what: str, graphs: bool = False) -> Accumulate | None:
     """The backward that adds the gradients of parameters (static inputs) into their .grad
-    buffers itself, or None (no parameter gets a gradient, or options say autograd does it)."""
-    return _or_without(lambda: _accumulate(bw, static, options, example_inputs, what),
+    buffers itself, or None (no parameter gets a gradient, or options say autograd does it);
+    ``graphs``: with the form a CUDA graph captures."""
+    return _or_without(lambda: _accumulate(bw, static, options, example_inputs, what, graphs),
                        f"the accumulating twin of the {what}", "autograd adds its gradients",
                        options)
 
@@ -85,7 +87,7 @@ def _or_without(make: Callable[[], Any], what: str, instead: str, options: Optio
 
 
 def _accumulate(bw: fx.GraphModule, static: list[int], options: Options, example_inputs: Any,
-                what: str) -> Accumulate | None:
+                what: str, graphs: bool) -> Accumulate | None:
     if options.grad_accumulation != "graph":
         return None
     outs = list(next(iter(bw.graph.find_nodes(op="output"))).args[0])
@@ -95,9 +97,14 @@ def _accumulate(bw: fx.GraphModule, static: list[int], options: Options, example
     acc = Accumulate(params, observe("accumulate_grads", accumulate_grads, bw, list(params),
                                      summary=lambda g: f"{len(params)} gradients added in "
                                                        f"the graph when .grad exists"))
-    if options.kernels == "inductor":
-        acc = kernels.compile_twin(acc, example_inputs, f"the accumulating {what}", options)
-    return acc
+    if options.kernels == "inductor":  # Inductor orders (and may fuse) the adds itself
+        return kernels.compile_twin(acc, example_inputs, f"the accumulating {what}", options)
+    if not graphs:
+        return acc
+    flush = flush_bytes_for(sum(value_bytes(outs[i]) for i in params))
+    captured = observe("accumulate_grads_in_groups", accumulate_grads, bw, list(params), flush,
+                       summary=lambda g: f"captured: gradients added every {flush} bytes")
+    return dataclasses.replace(acc, captured=captured)
 
 
 def _deliver(bw: fx.GraphModule, static: list[int], device: torch.device, options: Options,

@@ -170,3 +170,100 @@ def test_a_parameter_two_regions_feed_is_accumulated_by_autograd():
     del c, m, a, b
     gc.collect()
     assert not set(noted) & set(fxslots.state.accumulators), "dead parameters kept their entries"
+
+
+def test_a_captured_backward_adds_gradients_in_groups_as_it_computes_them(
+        stand_in_graphs, monkeypatch):  # noqa: F811
+    """The graph a CUDA graph captures adds each group of gradients once they reach the flush
+    size, right after the last of them is computed (its memory then serves the rest of the
+    backward); bitwise the same sums as eager under replays. Uncaptured runs keep the one add
+    at the end (a backward that raises part-way adds nothing)."""
+    from fxslots.passes import accumulate
+
+    monkeypatch.setattr(accumulate, "FLUSH_FLOOR", 1)  # MLP's gradients are a few KiB
+    _train(4, set_to_none=False)
+    v = _variant()
+    assert _StandInGraph.replays > 0
+
+    def adds(gm):
+        return [n for n in gm.graph.nodes if n.target is torch.ops.aten._foreach_add_.List]
+
+    (end,) = adds(v.accumulate.graph)
+    assert end.next.op == "output"
+    groups = adds(v.accumulate.captured)
+    assert len(groups) > 1
+    nodes = list(v.accumulate.captured.graph.nodes)
+    for add in groups:
+        grads = add.args[1]
+        last = max(nodes.index(g) for g in grads)
+        assert nodes.index(add) == last + 1  # right after its last gradient
+        assert all(list(g.users) == [add] for g in grads)  # and then free
+    added = [g for add in groups for g in add.args[1]]
+    assert len(added) == len(set(added)) == len(v.accumulate.indices)
+
+
+def test_gradient_groups_are_cut_at_the_flush_size():
+    from fxslots.passes.accumulate import FLUSH_FLOOR, flush_bytes_for
+
+    assert flush_bytes_for(0) == FLUSH_FLOOR
+    assert flush_bytes_for(64 * FLUSH_FLOOR) == 4 * FLUSH_FLOOR
+
+
+def test_an_uncaptured_backward_that_raises_part_way_adds_nothing(
+        stand_in_graphs, monkeypatch):  # noqa: F811
+    """What runs uncaptured adds at the end, so an error before then (an out-of-memory a loop
+    catches and skips) leaves every .grad as it was; only a CUDA graph, whose replay cannot
+    stop part-way, gets the graph that adds in groups."""
+    from fxslots.passes import accumulate
+    from fxslots.runtime.variant import Direction
+
+    monkeypatch.setattr(accumulate, "FLUSH_FLOOR", 1)
+    _train(1, set_to_none=False)
+    v = _variant()
+    uncaptured = v.runner(Direction.BACKWARD, True)
+    assert v.runner(Direction.BACKWARD, True, captured=True) is v.accumulate.captured
+
+    def added_before_failing(gm) -> bool:
+        places = list(gm.graph.find_nodes(op="placeholder"))
+        args = [torch.randn(p.meta["val"].shape, dtype=p.meta["val"].dtype) for p in places]
+        buffers = args[-len(v.accumulate.indices):]
+        before = [b.clone() for b in buffers]
+        last = list(gm.graph.find_nodes(op="output"))[0].prev
+
+        class Failing(torch.fx.Interpreter):
+            def run_node(self, n):
+                if n is last:
+                    raise MemoryError("out of memory, part-way")
+                return super().run_node(n)
+
+        with pytest.raises(MemoryError):
+            Failing(gm).run(*args)
+        return any(not torch.equal(a, b) for a, b in zip(buffers, before, strict=True))
+
+    assert not added_before_failing(uncaptured)
+    assert added_before_failing(v.accumulate.captured)
+
+
+def test_a_warm_up_backward_hands_out_its_gradients_in_one_buffer(stand_in_graphs):  # noqa: F811
+    """The gradients a loop keeps as .grad from the first (uncaptured) backward are copies in
+    one buffer, not tensors scattered among the warm-up's temporaries (segments nothing can
+    release); every later backward adds into them in place, bitwise as eager."""
+    m, _ = _train(3, set_to_none=False)
+    storages = {p.grad.untyped_storage().data_ptr() for p in m.parameters()}
+    assert len(storages) == 1
+
+
+def test_compact_grads_copies_exactly_and_keeps_what_it_must():
+    from fxslots.runtime.cudagraphs.staging import compact_grads
+
+    a, b = torch.randn(3, 5), torch.randn(5, 3).t()  # b: dense, transposed strides
+    other = torch.randn(2)
+    out = compact_grads([a, other, b, a], (0, 2, 3))
+    assert out[1] is other
+    assert torch.equal(out[0], a) and torch.equal(out[2], b) and out[3] is out[0]
+    assert out[2].stride() == b.stride()
+    assert out[0].untyped_storage().data_ptr() == out[2].untyped_storage().data_ptr()
+    assert out[0].data_ptr() != a.data_ptr()
+    tracked = torch.randn(3, requires_grad=True) * 2  # create_graph=True: part of a graph
+    assert compact_grads([tracked], (0,))[0] is tracked
+    assert compact_grads([a], None)[0] is a and compact_grads([a], False)[0] is a

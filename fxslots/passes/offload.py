@@ -112,8 +112,9 @@ def schedule_offload(fw: fx.GraphModule, caps: DeviceCaps, window: Any = "auto")
 
 
 def schedule_reload(bw: fx.GraphModule, saved: SavedSet, plan: ArenaPlan,
-                    caps: DeviceCaps, device, window: int) -> Transfers:
-    """Read every offloaded group of ``bw`` through a reload."""
+                    caps: DeviceCaps, device, window: Any = "auto") -> Transfers:
+    """Read every offloaded group of ``bw`` through a reload; ``window`` as
+    ``options.offload_window`` takes it (the forward's rule, over the same groups)."""
     placeholders = {p.name: p for p in bw.graph.find_nodes(op="placeholder")}
     nodes, seconds = _timed(bw, caps)
     order = {n: i for i, n in enumerate(nodes)}
@@ -125,6 +126,7 @@ def schedule_reload(bw: fx.GraphModule, saved: SavedSet, plan: ArenaPlan,
             groups.append((min(uses), max(uses), max(value_bytes(m) for m in members), members))
     groups.sort(key=lambda g: g[0])
     first_op = next(i for i, n in enumerate(nodes) if n.op != "placeholder")
+    window = offload_window(window, [g[2] for g in groups])
     issues = plan_reloads(seconds, [g[:3] for g in groups], caps, window, first_op)
     for (first, _, _, members), at in zip(groups, issues.at, strict=True):
         _reload(bw.graph, members, nodes[first], nodes[at], device)

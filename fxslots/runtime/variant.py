@@ -44,6 +44,9 @@ class Accumulate:
     indices: tuple[int, ...]  # forward arguments (= backward outputs) that are parameters
     graph: Callable[..., Any]  # the backward graph that takes their buffers, last
     kernel: Callable[..., Any] | None = None  # Inductor's code for it (kernels="inductor")
+    # What a CUDA graph captures (ATen kernels): the same adds in groups as gradients are
+    # computed, not all at the end (a replay cannot stop part-way: passes/accumulate.py).
+    captured: Callable[..., Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -90,15 +93,25 @@ class Variant:
     backward_kernel: Callable[..., Any] | None = None
 
     def runner(self, direction: Direction, accumulate: bool = False,
-               deliver: bool = False) -> Callable[..., Any]:
-        """What runs a graph: Inductor's code for it when there is, else its GraphModule."""
+               deliver: bool = False, captured: bool = False) -> Callable[..., Any]:
+        """What runs a graph (``captured``: into a CUDA graph): Inductor's code for it when
+        there is, else its GraphModule."""
         if direction is Direction.FORWARD:
             return self.forward_kernel or self.forward_graph
         if accumulate:
-            return self.accumulate.kernel or self.accumulate.graph
+            return ((captured and self.accumulate.captured) or self.accumulate.kernel
+                    or self.accumulate.graph)
         if deliver:
             return self.deliver.kernel or self.deliver.graph
         return self.backward_kernel or self.backward_graph
+
+    def kept_grads(self, key: Any) -> tuple[int, ...] | None:
+        """The outputs of the run of a ``CaptureKey`` that are parameters' gradients autograd
+        may keep as ``.grad`` (a backward not adding into existing buffers itself), or None."""
+        if (key.direction is Direction.BACKWARD and not key.accumulate
+                and self.accumulate is not None):
+            return self.accumulate.indices
+        return None
 
     @property
     def ring(self) -> SlotRing:

@@ -449,10 +449,44 @@ MUTANTS: tuple[Mutant, ...] = (
            "offload='auto' leaves groups too small to pay for a copy on the device", "cpu",
            ("tests/test_offload.py::test_auto_leaves_groups_too_small_to_pay_for_their_copy",)),
     Mutant("forward-joins-ignore-slack", OFFLOAD,
-           "times[order[copy]][1]) + caps.join_seconds(",
-           "times[order[copy]][1]) + caps.transfer_seconds(",
+           "link = max(link, t) + caps.join_seconds(nbytes)",
+           "link = max(link, t) + caps.transfer_seconds(nbytes)",
            "forward joins are planned join_slack times the copy's estimated time after it",
            "cpu", ("tests/test_offload.py::test_forward_joins_move_later_with_join_slack",)),
+    Mutant("forward-ignores-offload-window", OFFLOAD,
+           "while pending and in_flight + nbytes > window:",
+           "while False:",
+           "the forward joins the oldest copy before a new one takes the copies in flight past "
+           "the offload window", "cpu",
+           ("tests/test_offload.py::test_joins_wait_for_the_link_only_when_the_window_is_full",)),
+    Mutant("reload-ignores-offload-window", OFFLOAD,
+           "if not live or sum(b for _, b in live) + nbytes <= window:",
+           "if True:",
+           "a reload is issued only when the reloaded groups still read leave it room in the "
+           "window", "cpu",
+           ("tests/test_offload.py::test_reloads_wait_for_room_in_the_window",)),
+    Mutant("uncaptured-backward-adds-in-groups", VARIANT,
+           "((captured and self.accumulate.captured) or self.accumulate.kernel",
+           "(self.accumulate.captured or self.accumulate.kernel",
+           "an uncaptured accumulating backward adds at its end: one that raises part-way adds "
+           "nothing", "cpu",
+           ("tests/test_accumulate.py::"
+            "test_an_uncaptured_backward_that_raises_part_way_adds_nothing",)),
+    Mutant("captured-backward-adds-at-the-end", "fxslots/passes/accumulate.py",
+           "groups = [(output, pairs)] if flush_bytes is None else _groups(graph, pairs, "
+           "flush_bytes)",
+           "groups = [(output, pairs)]",
+           "a captured accumulating backward adds gradients in groups as it computes them "
+           "(their memory serves the rest of the backward)", "cpu",
+           ("tests/test_accumulate.py::"
+            "test_a_captured_backward_adds_gradients_in_groups_as_it_computes_them",)),
+    Mutant("warm-up-gradients-left-scattered", "fxslots/runtime/cudagraphs/executor.py",
+           "compact_grads(gm(*gargs), stale and variant.kept_grads(key))",
+           "compact_grads(gm(*gargs), False)",
+           "the gradients a warm-up backward hands out (kept as .grad by an accumulating loop) "
+           "are copies in one buffer, not scattered among its temporaries", "cpu",
+           ("tests/test_accumulate.py::"
+            "test_a_warm_up_backward_hands_out_its_gradients_in_one_buffer",)),
     Mutant("host-arena-not-pinned", RING,
            'pin_memory=slot.device.type == "cuda")',
            "pin_memory=False)",

@@ -33,7 +33,7 @@ from ..variant import Direction, Variant
 from .delivery import Deliveries
 from .outputs import Captured, OutKind, describe_outputs, saved_views
 from .pool import CaptureFailed, CudaCapturer
-from .staging import copy_staged
+from .staging import compact_grads, copy_staged
 
 log = logging.getLogger(__name__)
 
@@ -212,12 +212,13 @@ class GraphExecutor:
         compiles, last = state.counters["inductor_compiles"], self.warm.get(warm)
         stale = last is None or (last != compiles and not isinstance(gm, torch.fx.GraphModule))
         if stale or key in self.uncaptured:
-            # Lazy initialisation (cuBLAS handles, autotuning; Inductor's kernels tune at their
-            # first launch) must not land in a capture: each graph runs uncaptured first, and
-            # Inductor's code again after any Inductor compile since.
+            # Lazy initialisation (cuBLAS handles, autotuning; Inductor's kernels tune at first
+            # launch) must not land in a capture: each graph runs uncaptured first (Inductor's
+            # again after any Inductor compile since); its gradients go to compact memory.
             self.warm[warm] = compiles
-            return gm(*gargs)
-        cap = self._capture(variant, slot, key, gm, gargs, stage, nargs)
+            return compact_grads(gm(*gargs), stale and variant.kept_grads(key))
+        cap = self._capture(variant, slot, key, variant.runner(
+            key.direction, key.accumulate, delivers, captured=True), gargs, stage, nargs)
         if cap is None:
             return gm(*gargs)
         cap.graph.replay()

@@ -16,14 +16,12 @@ from typing import Mapping
 import sympy
 import torch
 
-from . import _torch
-from .geometry import (
+from .. import _torch
+from ..geometry import (
     align_up, compact_elements, evaluate, itemsize, member_byte_offset, span_elements,
 )
-
-# ``evaluate`` and ``align_up`` live in fxslots.geometry; re-exported because the runtime, the
-# plot and the benchmarks import them from here.
-__all__ = ["align_up", "evaluate", "expr"]
+from .transfers import Transfers  # offload scheduling's; evaluate, align_up: re-exported
+__all__ = ["Transfers", "align_up", "evaluate", "expr"]
 
 SLOT_META = "fxslots"  # node.meta key: what a pass did at this node, for printing
 
@@ -298,26 +296,3 @@ class ArenaPlan:
     @property
     def slot_bytes(self) -> Expr:
         return sympy.Add(*[p.nbytes for p in self.placements if p.write.owns_bytes])
-
-
-@dataclass(frozen=True)
-class Transfers:
-    """Where one graph's host<->device copies meet the compute stream: in a forward, the node
-    each device-to-host copy is joined before; in a backward, the node each reload is issued
-    before. Positions index the graph's nodes as they were before any transfer node went in.
-    ``held`` names the transfers placed against the link's own timing (joined earlier, stalling
-    compute; issued later) to keep at most ``window`` device bytes in transfer or reloaded.
-
-    Invariants: positions never decrease (one side stream per direction: copies end, and
-    reloads are issued, in order); the window is positive; ``held`` indexes ``at``, ascending.
-    """
-
-    at: tuple[int, ...]
-    window: int
-    held: tuple[int, ...] = ()
-
-    def __post_init__(self) -> None:
-        assert self.window > 0, self.window
-        assert all(a <= b for a, b in itertools.pairwise(self.at)), self.at
-        assert list(self.held) == sorted(set(self.held)), self.held
-        assert all(0 <= i < len(self.at) for i in self.held), (self.held, self.at)
