@@ -131,8 +131,8 @@ def compact_grads(outs: Any, indices: Any) -> Any:  # indices: falsy for none
     buf = torch.empty(max(nbytes, 1), dtype=torch.uint8, device=grads[0].device)
     views = make_views(buf.untyped_storage(), buf.device, geometry)
     _torch.foreach_copy_(views, grads)
-    moved = {id(g): v for g, v in zip(grads, views, strict=True)}
-    out = [moved.get(id(o), o) if i in set(indices) else o for i, o in enumerate(outs)]
+    moved, at = {id(g): v for g, v in zip(grads, views, strict=True)}, set(indices)
+    out = [moved.get(id(o), o) if i in at else o for i, o in enumerate(outs)]
     return type(outs)(out) if isinstance(outs, tuple) else out
 
 
