@@ -131,7 +131,8 @@ def notes(part: str, rows: list[Row]) -> list[str]:
                 "python benchmarks/host_overhead.py --components [--layers 24]"]
     memory = (["peak: allocated bytes at their most, warm-up included; in use: the steady "
                "peak plus the graph pools' bytes no live tensor holds (replays write their "
-               "temporaries there without allocating)"] if part in ("speed", "offload") else [])
+               "temporaries there without allocating), or the warm-up's peak if larger"]
+              if part in ("speed", "offload") else [])
     link = next((r for r in rows if r.get("case") == "host-link"), None)
     if part != "offload" or link is None:
         return memory
