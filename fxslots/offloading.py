@@ -91,7 +91,7 @@ def group_bytes(saved: SavedSet, nbytes: sympy.Expr, largest: bool = False) -> i
     return 0 if env is None else evaluate(nbytes, env)
 
 
-def _mib(n: int) -> str:
+def mib(n: int) -> str:
     return f"{n} B" if n < 2**20 else f"{n / 2**20:.2f} MiB"
 
 
@@ -107,7 +107,7 @@ def offload_above(saved: SavedSet, arg: Any, ctx: OffloadContext) -> Decisions:
     out = {}
     for g in offloadable(saved):
         n = group_bytes(saved, g.nbytes)
-        out[g.id] = (n >= arg, f"{_mib(n)} {'>=' if n >= arg else '<'} {arg} B (above:{arg})")
+        out[g.id] = (n >= arg, f"{mib(n)} {'>=' if n >= arg else '<'} {arg} B (above:{arg})")
     return out
 
 
@@ -119,9 +119,9 @@ def offload_budget(saved: SavedSet, arg: Any, ctx: OffloadContext) -> Decisions:
     for g in sorted(offloadable(saved), key=lambda g: -sizes[g.id]):
         if device > arg:
             device -= sizes[g.id]
-            out[g.id] = (True, f"budget {_mib(arg)}: {_mib(sizes[g.id])}, one of the largest")
+            out[g.id] = (True, f"budget {mib(arg)}: {mib(sizes[g.id])}, one of the largest")
         else:
-            out[g.id] = (False, f"budget {_mib(arg)}: the rest fits ({_mib(device)})")
+            out[g.id] = (False, f"budget {mib(arg)}: the rest fits ({mib(device)})")
     return out
 
 
@@ -136,10 +136,10 @@ def offload_auto(saved: SavedSet, arg: Any, ctx: OffloadContext) -> Decisions:
         n = ctx.sizes[g.id]
         took = caps.transfer_seconds(n)
         end = max(free, ctx.produced_at.get(g.id, 0.0)) + took
-        what = f"{_mib(n)}, {took * 1e3:.3f} ms at {caps.link / 1e9:.0f} GB/s"
+        what = f"{mib(n)}, {took * 1e3:.3f} ms at {caps.link / 1e9:.0f} GB/s"
         reload = (ctx.needed_at.get(g.id, ctx.backward_seconds), took)
         if not caps.worth_a_copy(n):
-            out[g.id] = (False, f"auto: {_mib(n)} frees less than a copy costs "
+            out[g.id] = (False, f"auto: {mib(n)} frees less than a copy costs "
                                 f"({caps.copy_latency * 1e6:.0f} us)")
         elif end <= ctx.forward_seconds and reloads_fit([*reloads, reload]):
             free = end

@@ -32,7 +32,7 @@ import torch.fx as fx
 
 from .. import streams
 from ..costs import DeviceCaps, graph_seconds, value_bytes
-from ..offloading import offload_window
+from ..offloading import mib, offload_window
 from ..schemas import ArenaPlan, SavedSet, Transfers, Write
 from ..schemas import SLOT_META
 
@@ -95,8 +95,9 @@ def schedule_offload(fw: fx.GraphModule, caps: DeviceCaps, window: Any = "auto")
     copies = [(i, n) for i, n in enumerate(nodes) if n.target is streams.offload]
     sizes = [value_bytes(n.args[1]) for _, n in copies]
     window = offload_window(window, sizes)
-    plan = plan_joins(seconds, list(zip([i for i, _ in copies], sizes, strict=True)), caps,
+    plan = plan_joins(seconds, [(i, b) for (i, _), b in zip(copies, sizes, strict=True)], caps,
                       window)
+    held = set(plan.held)
     for c, ((_, copy), at) in enumerate(zip(copies, plan.at, strict=True)):
         value = copy.args[1]
         with fw.graph.inserting_before(nodes[at]):
@@ -104,7 +105,7 @@ def schedule_offload(fw: fx.GraphModule, caps: DeviceCaps, window: Any = "auto")
         wait.meta[SLOT_META] = (f"the compute stream joins the d2h copy of {value.name}: its "
                                 f"device bytes are free after" + (
                                     f" (joined early: the copies in flight would hold more "
-                                    f"than the {_mib(window)} window)" if c in plan.held
+                                    f"than the {mib(window)} window)" if c in held
                                     else ""))
     fw.graph.lint()
     fw.recompile()
@@ -155,7 +156,3 @@ def _reload(graph: fx.Graph, members: list[fx.Node], first: fx.Node, issue: fx.N
 def _timed(gm: fx.GraphModule, caps: DeviceCaps) -> tuple[list[fx.Node], list[float]]:
     pairs = graph_seconds(gm, caps)
     return [n for n, _ in pairs], [s for _, s in pairs]
-
-
-def _mib(n: int) -> str:
-    return f"{n / 2**20:.2f} MiB"
