@@ -267,3 +267,14 @@ def test_compact_grads_copies_exactly_and_keeps_what_it_must():
     tracked = torch.randn(3, requires_grad=True) * 2  # create_graph=True: part of a graph
     assert compact_grads([tracked], (0,))[0] is tracked
     assert compact_grads([a], None)[0] is a and compact_grads([a], False)[0] is a
+
+
+def test_gradients_stay_where_they_are_when_their_buffer_does_not_fit(monkeypatch):
+    from fxslots.runtime.cudagraphs import staging
+
+    def no_memory(*args, **kwargs):
+        raise torch.OutOfMemoryError("no room for a second copy")
+
+    a = torch.randn(3, 5)
+    monkeypatch.setattr(staging.torch, "empty", no_memory)
+    assert staging.compact_grads([a], (0,))[0] is a

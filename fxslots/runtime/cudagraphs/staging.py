@@ -116,7 +116,8 @@ def compact_grads(outs: Any, indices: Any) -> Any:  # indices: falsy for none
     ``zero_grad(set_to_none=False)``) keeps them there for good, and no segment holding one can
     be released: llama-large under accum held 0.60 GiB of cached free memory no CUDA graph
     pool could use (H200 run 23b). The buffer is allocated once the temporaries' segments have
-    gone back to the device. Gradients that record a graph (``create_graph=True``) stay."""
+    gone back to the device. Gradients that record a graph (``create_graph=True``) stay, and so
+    do all of them where the buffer does not fit."""
     if not isinstance(outs, (list, tuple)) or not indices:
         return outs
     grads = list(dict.fromkeys(  # one copy of a gradient returned twice
@@ -128,7 +129,10 @@ def compact_grads(outs: Any, indices: Any) -> Any:  # indices: falsy for none
     shapes = [(g.dtype, tuple(g.shape), g.stride() if _dense(g) else _contiguous(g.shape))
               for g in grads]
     geometry, nbytes = pack(shapes, 512)
-    buf = torch.empty(max(nbytes, 1), dtype=torch.uint8, device=grads[0].device)
+    try:
+        buf = torch.empty(max(nbytes, 1), dtype=torch.uint8, device=grads[0].device)
+    except torch.OutOfMemoryError:  # a second copy does not fit: they stay where they are
+        return outs
     views = make_views(buf.untyped_storage(), buf.device, geometry)
     _torch.foreach_copy_(views, grads)
     moved, at = {id(g): v for g, v in zip(grads, views, strict=True)}, set(indices)
