@@ -278,3 +278,41 @@ def test_gradients_stay_where_they_are_when_their_buffer_does_not_fit(monkeypatc
     a = torch.randn(3, 5)
     monkeypatch.setattr(staging.torch, "empty", no_memory)
     assert staging.compact_grads([a], (0,))[0] is a
+
+
+@pytest.mark.parametrize("how", ["backward", "inputs", "grad"])
+def test_the_running_nodes_accumulators_give_the_engines_verdict(how):
+    """``accumulating_grads`` takes each parameter's accumulator from the running backward
+    node (no view per parameter); where that node does not feed a parameter (an id reused, no
+    running node), it builds the edge. Both must give the engine's own answer."""
+    w = torch.nn.Parameter(torch.randn(3, 3))
+    other = torch.nn.Parameter(torch.randn(3, 3))
+    w.grad, other.grad = torch.zeros(3, 3), torch.zeros(3, 3)
+    seen = []
+
+    class Probe(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w):
+            return x @ w
+
+        @staticmethod
+        def backward(ctx, g):
+            from fxslots import _torch
+            accs = _torch.running_accumulators()
+            assert accs[id(w)].variable is w
+            seen.append((_torch.accumulating_grads([w]) is not None,
+                         _torch._engine_accumulates(w, None),
+                         _torch._engine_accumulates(w, accs[id(w)]),
+                         _torch._engine_accumulates(w, accs.get(id(x)))))  # another leaf's
+            return g, g
+
+    x = torch.randn(3, 3, requires_grad=True)
+    out = Probe.apply(x, w).sum()
+    if how == "backward":
+        out.backward()
+    elif how == "inputs":
+        out.backward(inputs=[x])
+    else:
+        torch.autograd.grad(out, [x])
+    assert seen == [(how == "backward",) * 4]
+    assert fxslots._torch.running_accumulators() == {}  # outside a backward

@@ -193,13 +193,7 @@ class Variant:
             return None
         if self._feeds_a_shared_parameter(self._params.get(slot.index, ())):
             return None
-        grads = []
-        for ref in self._params.get(slot.index, ()):
-            p = ref()
-            g = None if p is None else p.grad
-            if g is None or not _torch.accumulates_in_place(p, g):
-                return None
-            grads.append(g)
+        grads = _torch.accumulating_grads([ref() for ref in self._params.get(slot.index, ())])
         return grads or None
 
 
