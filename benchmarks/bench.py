@@ -59,6 +59,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--device", default=None, help="default: cuda if available (cpu for --smoke)")
     ap.add_argument("--start", default="forkserver", choices=("forkserver", "spawn"))
     ap.add_argument("--dry-run", action="store_true", help="print the plan and estimates only")
+    ap.add_argument("--auto-link-scales", default="",
+                    help="offload part: also run auto planned for these fractions of the "
+                         "measured host link, e.g. 0.85,0.7 (how much margin auto needs)")
     ap.add_argument("--png", default=None, help="also chart the speed part (benchmarks/chart.py)")
     return ap.parse_args(argv)
 
@@ -68,6 +71,9 @@ def settings_of(args: argparse.Namespace) -> bench_plan.Settings:
     s = bench_plan.settings_for("quick" if args.quick else "full", args.smoke, device)
     if args.budget_s is not None:
         s = bench_plan.replace(s, budget_s=args.budget_s)
+    if args.auto_link_scales:
+        scales = tuple(float(x) for x in args.auto_link_scales.split(","))
+        s = bench_plan.replace(s, auto_link_scales=scales)
     for name in ("case_timeout_s", "reps", "steps"):
         if getattr(args, name) is not None:
             s = bench_plan.replace(s, **{name: getattr(args, name)})

@@ -1,12 +1,17 @@
 """Where a step's time goes: torch.profiler over a few steps of one benchmark case.
 
-    python benchmarks/profile_step.py launch-bound sequential fxslots
+    python benchmarks/profile_step.py launch-bound sequential fxslots [kernels.json]
+
+With a JSON path, also writes each kernel's device microseconds per step (and the step's
+wall and device-busy time), for diffing two backends kernel by kernel (``--diff a b``).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+import time
 
 import torch
 
@@ -15,7 +20,7 @@ import bench_plan  # noqa: E402
 import bench_work  # noqa: E402
 
 
-def main(model_name: str, schedule: str, backend: str) -> None:
+def main(model_name: str, schedule: str, backend: str, out: str | None = None) -> None:
     work = bench_work.Workload(bench_plan.MODELS[model_name], "cuda",
                                microbatches=4 if schedule == "1f1b" else 1)
     options = {"slots": bench_plan.slots_for(schedule, len(work.seqs))}
@@ -27,13 +32,37 @@ def main(model_name: str, schedule: str, backend: str) -> None:
         run(f, k)
     torch.cuda.synchronize()
     acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    t0 = time.perf_counter()
     with torch.profiler.profile(activities=acts) as prof:
         for i in range(4):
             run(f, n - 1 + i * n)  # the largest variant
         torch.cuda.synchronize()
+    wall_ms = (time.perf_counter() - t0) / 4 * 1e3
+    if out:
+        kernels = {e.key: e.self_device_time_total / 4 for e in prof.key_averages()
+                   if e.self_device_time_total > 0 and e.device_type.name == "CUDA"}
+        with open(out, "w") as fh:
+            json.dump({"case": [model_name, schedule, backend], "wall_ms_profiled": wall_ms,
+                       "device_us_per_step": sum(kernels.values()), "kernels": kernels}, fh,
+                      indent=1)
     print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
     print(prof.key_averages().table(sort_by="self_device_time_total", row_limit=12))
 
 
+def diff(a: str, b: str, rows: int = 20) -> None:
+    """The kernels whose device time per step differs most between two JSON files."""
+    ka, kb = (json.load(open(p)) for p in (a, b))
+    print(f"{a}: {ka['device_us_per_step']:.0f} us device/step; "
+          f"{b}: {kb['device_us_per_step']:.0f} us device/step")
+    names = set(ka["kernels"]) | set(kb["kernels"])
+    d = sorted(names, key=lambda k: -abs(kb["kernels"].get(k, 0) - ka["kernels"].get(k, 0)))
+    for k in d[:rows]:
+        x, y = ka["kernels"].get(k, 0.0), kb["kernels"].get(k, 0.0)
+        print(f"{y - x:+9.1f} us  {x:9.1f} -> {y:9.1f}  {k[:110]}")
+
+
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    if sys.argv[1] == "--diff":
+        diff(sys.argv[2], sys.argv[3])
+    else:
+        main(*sys.argv[1:5])
