@@ -202,6 +202,28 @@ def test_a_captured_backward_adds_gradients_in_groups_as_it_computes_them(
     assert len(added) == len(set(added)) == len(v.accumulate.indices)
 
 
+def test_a_captured_backward_adds_large_gradients_one_by_one(stand_in_graphs, monkeypatch):  # noqa: F811,E501
+    """Captured, a gradient of ``ALONE_BYTES`` or more gets an add_ of its own (a multi-tensor
+    add under-fills the GPU on large tensors), the rest one multi-tensor add per group; every
+    gradient added once, bitwise eager under replays. Uncaptured keeps its one add."""
+    from fxslots.passes import accumulate
+
+    monkeypatch.setattr(accumulate, "ALONE_BYTES", 16 * 32 * 4)  # MLP's weights, not biases
+    _train(3, set_to_none=False)
+    v = _variant()
+    nodes = list(v.accumulate.captured.graph.nodes)
+    alone = [n for n in nodes if n.target is torch.ops.aten.add_.Tensor]
+    grouped = [g for n in nodes if n.target is torch.ops.aten._foreach_add_.List
+               for g in n.args[1]]
+    assert alone and grouped
+    assert all(n.args[1].meta["val"].nbytes >= accumulate.ALONE_BYTES for n in alone)
+    assert all(g.meta["val"].nbytes < accumulate.ALONE_BYTES for g in grouped)
+    added = [n.args[1] for n in alone] + grouped
+    assert len(added) == len(set(added)) == len(v.accumulate.indices)
+    assert not [n for n in v.accumulate.graph.graph.nodes
+                if n.target is torch.ops.aten.add_.Tensor]
+
+
 def test_gradient_groups_are_cut_at_the_flush_size():
     from fxslots.passes.accumulate import FLUSH_FLOOR, flush_bytes_for
 
@@ -297,7 +319,7 @@ def test_the_running_nodes_accumulators_give_the_engines_verdict(how):
 
         @staticmethod
         def backward(ctx, g):
-            from fxslots import _torch
+            from fxslots._torch import autograd as _torch
             accs = _torch.running_accumulators()
             assert accs[id(w)].variable is w
             seen.append((_torch.accumulating_grads([w]) is not None,

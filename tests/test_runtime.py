@@ -199,3 +199,19 @@ def test_a_gradient_that_is_a_saved_tensor_outlives_the_slot(graphs, request):
         held.append((x.grad, xe.grad))
     for step, (got, want) in enumerate(held):
         assert torch.equal(got, want), step
+
+
+def test_foreach_copy_copies_large_tensors_alone_and_exactly(monkeypatch):
+    """Tensors of ``FOREACH_MAX_BYTES`` or more are copied with a copy_ each, the rest in one
+    multi-tensor copy; every destination ends equal to its source either way."""
+    from fxslots import _torch
+
+    monkeypatch.setattr(_torch, "FOREACH_MAX_BYTES", 64)
+    calls = []
+    real = torch._foreach_copy_
+    monkeypatch.setattr(torch, "_foreach_copy_", lambda d, s: (calls.append(len(d)), real(d, s)))
+    src = [torch.randn(n) for n in (4, 40, 8, 16)]  # 16, 160, 32, 64 bytes
+    dst = [torch.empty_like(s) for s in src]
+    _torch.foreach_copy_(dst, src)
+    assert calls == [2]
+    assert all(torch.equal(d, s) for d, s in zip(dst, src, strict=True))

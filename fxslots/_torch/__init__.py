@@ -174,13 +174,25 @@ def tracing_static_input_indices() -> list[int]:
     return list(getattr(meta, "static_input_indices", None) or [])
 
 
+# A copy this large is launched alone: a multi-tensor copy's launches hold at most 320 blocks
+# and ran 64 MiB copies at ~2.7 TB/s (H200 run 24a), and one more launch costs the host less
+# than the device time it saves.
+FOREACH_MAX_BYTES = 16 * 2**20
+
+
 def foreach_copy_(dst: list[torch.Tensor], src: list[torch.Tensor]) -> None:
-    """One multi-tensor copy kernel for many tensors (a copy_ each where it is missing)."""
-    if hasattr(torch, "_foreach_copy_"):
-        torch._foreach_copy_(dst, src)
-    else:
-        for d, s in zip(dst, src, strict=True):
+    """One multi-tensor copy kernel for many small tensors, a copy_ of its own for each
+    large one (and for all where ``_foreach_copy_`` is missing)."""
+    small_d, small_s = [], []
+    for d, s in zip(dst, src, strict=True):
+        if d.numel() * d.element_size() >= FOREACH_MAX_BYTES or not hasattr(
+                torch, "_foreach_copy_"):
             d.copy_(s)
+        else:
+            small_d.append(d)
+            small_s.append(s)
+    if small_d:
+        torch._foreach_copy_(small_d, small_s)
 
 
 def end_allocate_to_pool(device_index: int, pool: Any) -> None:
@@ -233,48 +245,6 @@ def returns_view(target: Any) -> bool:
     return not schema.is_mutable and any(r.alias_info is not None for r in schema.returns)
 
 
-def accumulating_grads(params: list[torch.Tensor | None]) -> list[torch.Tensor] | None:
-    """The parameters' ``.grad`` buffers when adding into each in place is what autograd's
-    AccumulateGrad would do, else None: a dense buffer of the parameter's dtype, shape and
-    device, recording no graph, no hook on the parameter that expects to see the gradient
-    (tensor hooks, post-accumulate hooks), and a backward that accumulates into it at all.
-    One loop, run every backward: it is the host cost of persistent ``.grad`` (issue 12)."""
-    accumulators, strided, grads = running_accumulators(), torch.strided, []
-    for p in params:
-        g = None if p is None else p.grad
-        if (g is None or g.layout is not strided or g.requires_grad or g.dtype != p.dtype
-                or g.shape != p.shape or g.device != p.device or p._backward_hooks
-                or getattr(p, "_post_accumulate_grad_hooks", None)
-                or not _engine_accumulates(p, accumulators.get(id(p)))):
-            return None
-        grads.append(g)
-    return grads
-
-
-def running_accumulators() -> dict[int, Any]:
-    """The AccumulateGrad nodes the running backward node feeds, by id of their leaf: the edges
-    the engine will take. ``get_gradient_edge`` finds a leaf's node by viewing it (about 5 us
-    a parameter, every backward); these come from ``next_functions`` at once. Empty outside a
-    backward node (compiled autograd, a direct call)."""
-    node = torch._C._current_autograd_node()
-    if node is None:
-        return {}
-    return {id(f.variable): f for f, _ in node.next_functions
-            if isinstance(f, torch._C._functions.AccumulateGrad)}
-
-
-def _engine_accumulates(param: torch.Tensor, node: Any) -> bool:
-    """Whether the running backward accumulates into ``param.grad`` at all: ``.backward()``
-    reaching it does; ``torch.autograd.grad`` and ``backward(inputs=...)`` without it do not
-    (zero-bubble pipelines compute input and weight gradients with ``autograd.grad``)."""
-    try:
-        if node is None or node.variable is not param:  # an id can outlive its tensor
-            node = torch.autograd.graph.get_gradient_edge(param).node
-        return bool(torch._C._will_engine_execute_node(node))
-    except RuntimeError:  # autograd.grad() asked for leaf gradients: it accumulates nothing
-        return False
-
-
 def schedule_stages(schedule: Any) -> list[Any]:
     """The pipeline stages this rank runs in a ``torch.distributed.pipelining`` schedule: one
     for single-stage schedules (``_stage``), several for the multi-stage ones (``_stages``)."""
@@ -301,7 +271,12 @@ def declare_no_donated_buffers() -> None:
 
 
 
-from .autograd import keep_graph, saved_tensors_watched  # noqa: E402
+from .autograd import (  # noqa: E402
+    accumulating_grads,
+    keep_graph,
+    running_accumulators,
+    saved_tensors_watched,
+)
 from .compiling import is_dynamo_signal, real_tensors  # noqa: E402
 from .shapes import symbol_guards, symbol_range  # noqa: E402
 from .inductor import (  # noqa: E402 - below the helpers they use

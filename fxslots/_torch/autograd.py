@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch._dynamo.compiled_autograd as _compiled_autograd
 
@@ -19,3 +21,45 @@ def saved_tensors_watched() -> bool:
         return True
     return bool(getattr(_compiled_autograd, "compiled_autograd_enabled", False)
                 or getattr(_compiled_autograd, "in_compiled_autograd_region", False))
+
+
+def accumulating_grads(params: list[torch.Tensor | None]) -> list[torch.Tensor] | None:
+    """The parameters' ``.grad`` buffers when adding into each in place is what autograd's
+    AccumulateGrad would do, else None: a dense buffer of the parameter's dtype, shape and
+    device, recording no graph, no hook on the parameter that expects to see the gradient
+    (tensor hooks, post-accumulate hooks), and a backward that accumulates into it at all.
+    One loop, run every backward: it is the host cost of persistent ``.grad`` (issue 12)."""
+    accumulators, strided, grads = running_accumulators(), torch.strided, []
+    for p in params:
+        g = None if p is None else p.grad
+        if (g is None or g.layout is not strided or g.requires_grad or g.dtype != p.dtype
+                or g.shape != p.shape or g.device != p.device or p._backward_hooks
+                or getattr(p, "_post_accumulate_grad_hooks", None)
+                or not _engine_accumulates(p, accumulators.get(id(p)))):
+            return None
+        grads.append(g)
+    return grads
+
+
+def running_accumulators() -> dict[int, Any]:
+    """The AccumulateGrad nodes the running backward node feeds, by id of their leaf: the edges
+    the engine will take. ``get_gradient_edge`` finds a leaf's node by viewing it (about 5 us
+    a parameter, every backward); these come from ``next_functions`` at once. Empty outside a
+    backward node (compiled autograd, a direct call)."""
+    node = torch._C._current_autograd_node()
+    if node is None:
+        return {}
+    return {id(f.variable): f for f, _ in node.next_functions
+            if isinstance(f, torch._C._functions.AccumulateGrad)}
+
+
+def _engine_accumulates(param: torch.Tensor, node: Any) -> bool:
+    """Whether the running backward accumulates into ``param.grad`` at all: ``.backward()``
+    reaching it does; ``torch.autograd.grad`` and ``backward(inputs=...)`` without it do not
+    (zero-bubble pipelines compute input and weight gradients with ``autograd.grad``)."""
+    try:
+        if node is None or node.variable is not param:  # an id can outlive its tensor
+            node = torch.autograd.graph.get_gradient_edge(param).node
+        return bool(torch._C._will_engine_execute_node(node))
+    except RuntimeError:  # autograd.grad() asked for leaf gradients: it accumulates nothing
+        return False

@@ -375,9 +375,9 @@ MUTANTS: tuple[Mutant, ...] = (
            "cpu", ("tests/test_fallback.py::test_a_failure_while_tracing_falls_back_and_trains_"
                    "as_aot_eager",)),
     # ------------------------------------------------------------ gradient accumulation
-    Mutant("accumulate-despite-hooks", "fxslots/_torch/__init__.py",
-           "and not grad.requires_grad and not param._backward_hooks",
-           "and not grad.requires_grad",
+    Mutant("accumulate-despite-hooks", "fxslots/_torch/autograd.py",
+           "or g.shape != p.shape or g.device != p.device or p._backward_hooks",
+           "or g.shape != p.shape or g.device != p.device",
            "a parameter with a hook gets its gradient through autograd, where the hook sees it",
            "cpu", ("tests/test_accumulate.py::test_hooks_take_the_plain_backward",)),
     Mutant("shared-parameter-accumulated-in-graph", VARIANT,
@@ -487,6 +487,25 @@ MUTANTS: tuple[Mutant, ...] = (
            "are copies in one buffer, not scattered among its temporaries", "cpu",
            ("tests/test_accumulate.py::"
             "test_a_warm_up_backward_hands_out_its_gradients_in_one_buffer",)),
+    Mutant("running-accumulator-not-verified", "fxslots/_torch/autograd.py",
+           "if node is None or node.variable is not param:",
+           "if node is None:",
+           "an accumulator taken from the running backward node serves only the parameter it "
+           "accumulates into (an id can outlive its tensor)", "cpu",
+           ("tests/test_accumulate.py::"
+            "test_the_running_nodes_accumulators_give_the_engines_verdict",)),
+    Mutant("large-gradients-added-in-the-multi-tensor-add", "fxslots/passes/accumulate.py",
+           "big = [one_each and value_bytes(g) >= ALONE_BYTES for _, g in group]",
+           "big = [False for _, g in group]",
+           "a captured backward adds each large gradient with an add_ of its own", "cpu",
+           ("tests/test_accumulate.py::"
+            "test_a_captured_backward_adds_large_gradients_one_by_one",)),
+    Mutant("large-copies-in-the-multi-tensor-copy", "fxslots/_torch/__init__.py",
+           "if d.numel() * d.element_size() >= FOREACH_MAX_BYTES or not hasattr(",
+           "if False and not hasattr(",
+           "a copy of FOREACH_MAX_BYTES or more is launched alone", "cpu",
+           ("tests/test_runtime.py::"
+            "test_foreach_copy_copies_large_tensors_alone_and_exactly",)),
     Mutant("host-arena-not-pinned", RING,
            'pin_memory=slot.device.type == "cuda")',
            "pin_memory=False)",
