@@ -29,15 +29,17 @@ def accumulating_grads(params: list[torch.Tensor | None]) -> list[torch.Tensor] 
     device, recording no graph, no hook on the parameter that expects to see the gradient
     (tensor hooks, post-accumulate hooks), and a backward that accumulates into it at all.
     One loop, run every backward: it is the host cost of persistent ``.grad`` (issue 12)."""
-    accumulators, strided, grads = running_accumulators(), torch.strided, []
+    strided, grads = torch.strided, []
     for p in params:
         g = None if p is None else p.grad
         if (g is None or g.layout is not strided or g.requires_grad or g.dtype != p.dtype
                 or g.shape != p.shape or g.device != p.device or p._backward_hooks
-                or getattr(p, "_post_accumulate_grad_hooks", None)
-                or not _engine_accumulates(p, accumulators.get(id(p)))):
-            return None
+                or getattr(p, "_post_accumulate_grad_hooks", None)):
+            return None  # at the first parameter after zero_grad(set_to_none=True)
         grads.append(g)
+    accumulators = running_accumulators()  # only now: it reads every input's edge
+    if not all(_engine_accumulates(p, accumulators.get(id(p))) for p in params):
+        return None
     return grads
 
 
