@@ -16,8 +16,12 @@ timeout 130 python3 benchmarks/bench.py --parts speed,host --models launch-bound
 cp "$OUT/speed-lb/speed.json" "$OUT/r24d-speed-lb.json" 2>/dev/null
 nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv,noheader -lms 200 > "$OUT/r24d-clocks.csv" &
 SMI=$!
-timeout 90 python3 benchmarks/bench.py --parts speed --models heavy --schedules ffffbbbb \
-  --cases eager,fxslots --reps 5 --steps 8 --budget-s 80 --out "$OUT/speed-heavy" 2>&1 \
-  | tee "$OUT/r24d-speed-heavy.txt" | grep -A4 "^model " | cut -c1-150
+for b in eager fxslots; do
+  echo "$b start $(date +%T.%N)" >> "$OUT/r24d-clocks-cases.txt"
+  timeout 45 python3 benchmarks/bench.py --parts speed --models heavy --schedules ffffbbbb \
+    --cases $b --reps 5 --steps 8 --budget-s 40 --out "$OUT/speed-heavy-$b" 2>&1 \
+    | tee "$OUT/r24d-speed-heavy-$b.txt" | grep -A3 "^model " | cut -c1-150
+  echo "$b end $(date +%T.%N)" >> "$OUT/r24d-clocks-cases.txt"
+done
 kill $SMI
-grep -h "case_wall_s\|\"case\"" "$OUT"/speed-heavy/logs/*.row.json 2>/dev/null | head; ls "$OUT/speed-heavy/logs" | head
+cat "$OUT/r24d-clocks-cases.txt"
