@@ -183,16 +183,19 @@ FOREACH_MAX_BYTES = 16 * 2**20
 def foreach_copy_(dst: list[torch.Tensor], src: list[torch.Tensor]) -> None:
     """One multi-tensor copy kernel for many small tensors, a copy_ of its own for each
     large one (and for all where ``_foreach_copy_`` is missing)."""
-    small_d, small_s = [], []
-    for d, s in zip(dst, src, strict=True):
-        if d.numel() * d.element_size() >= FOREACH_MAX_BYTES or not hasattr(
-                torch, "_foreach_copy_"):
-            d.copy_(s)
-        else:
-            small_d.append(d)
-            small_s.append(s)
-    if small_d:
-        torch._foreach_copy_(small_d, small_s)
+    alone = [i for i, d in enumerate(dst) if d.nbytes >= FOREACH_MAX_BYTES or not _FOREACH]
+    if not alone:  # the usual case, at every replay: no second pass
+        torch._foreach_copy_(dst, src)
+        return
+    for i in alone:
+        dst[i].copy_(src[i])
+    if len(alone) < len(dst):
+        skip = set(alone)
+        torch._foreach_copy_([d for i, d in enumerate(dst) if i not in skip],
+                             [s for i, s in enumerate(src) if i not in skip])
+
+
+_FOREACH = hasattr(torch, "_foreach_copy_")
 
 
 def end_allocate_to_pool(device_index: int, pool: Any) -> None:
