@@ -40,6 +40,7 @@ class Captured:
     outs: list[Out]
     writeback: tuple[tuple[int, torch.Tensor], ...] = ()  # staged inputs the graph mutates
     _by_kind: dict = field(default_factory=dict, init=False)
+    _values: list = field(default_factory=list, init=False)  # what results() starts from
 
     # (output index, kind, geometry) of each output in the slot's arenas: what
     # ``results(..., tokens=True)`` hands out as one token per arena.
@@ -47,6 +48,7 @@ class Captured:
     tokens_ok: bool | None = None  # the executor's verdict: may this forward hand out tokens
 
     def __post_init__(self) -> None:
+        self._values = [o.value for o in self.outs]
         self.saved_outs = tuple((j, o.kind, o.geometry) for j, o in enumerate(self.outs)
                                 if o.kind in (OutKind.SLOT, OutKind.HOST))
         # Grouped once here, not at every replay.
@@ -80,7 +82,7 @@ class Captured:
         that replays reads them, and it reads the slot at addresses its capture holds; a
         backward that runs uncaptured rebuilds the views from ``saved_outs``. A saved view
         costs autograd a tensor and a detach, ~2 us each: dozens per forward."""
-        result = [o.value for o in self.outs]
+        result = self._values.copy()
         pool, runs = self._by_kind[OutKind.POOL]
         if pool:
             # One buffer and one multi-tensor copy for all outputs (gradients, mostly),
