@@ -7,6 +7,7 @@ nothing and whose replay does nothing, so what remains is fxslots' bookkeeping (
 staging, output copies) plus Dynamo's and AOTAutograd's. Tiny tensors keep the kernels cheap.
 
     python benchmarks/host_overhead.py [--layers 24] [--steps 400] [--out host.json]
+    python benchmarks/host_overhead.py --components [--accum]   # us per call, per part
 
 Prints one table (microseconds per step, and fxslots' share) and writes JSON. A profile of the
 fxslots case: add --profile.
@@ -87,13 +88,14 @@ def _timed_components() -> dict[str, list[float]]:
     return totals
 
 
-def components(layers: int, steps: int) -> dict[str, float]:
-    """Microseconds per call of each part of fxslots' forward and backward wrappers."""
+def components(layers: int, steps: int, accum: bool = False) -> dict[str, float]:
+    """Microseconds per call of each part of fxslots' forward and backward wrappers;
+    ``accum``: persistent ``.grad`` buffers (``zero_grad(set_to_none=False)``)."""
     totals = _timed_components()
-    measure("fxslots", layers, 12)  # compiled and captured before timing starts
+    measure("fxslots", layers, 12, accum=accum)  # compiled and captured before timing starts
     for acc in totals.values():
         acc[:] = [0.0, 0]
-    measure("fxslots", layers, steps, warm=False)
+    measure("fxslots", layers, steps, warm=False, accum=accum)
     return {label: (acc[0] / acc[1] * 1e6 if acc[1] else 0.0) for label, acc in totals.items()}
 
 
@@ -109,7 +111,7 @@ _LIVE: dict = {}
 
 
 def measure(case: str, layers: int, steps: int, profile: bool = False,
-            warm: bool = True) -> float:
+            warm: bool = True, accum: bool = False) -> float:
     """Microseconds per step (forward, loss, backward, zero_grad), cycling four variants."""
     import fxslots
 
@@ -127,7 +129,7 @@ def measure(case: str, layers: int, steps: int, profile: bool = False,
 
     def step(i: int) -> None:
         f(xs[i % 4]).float().square().mean().backward()
-        m.zero_grad()
+        m.zero_grad(set_to_none=not accum)
 
     for i in range(12 if warm else 0):  # compile, warm up, capture every variant
         step(i)
@@ -153,17 +155,19 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--components", action="store_true",
                     help="microseconds per call of each part of the forward and backward")
+    ap.add_argument("--accum", action="store_true",
+                    help="persistent .grad buffers (zero_grad(set_to_none=False))")
     args = ap.parse_args()
     _free_graphs()
     if args.components:
-        parts = components(args.layers, args.steps)
+        parts = components(args.layers, args.steps, args.accum)
         print(f"{'component':<28} | us/call")
         print(f"{'-' * 28} | -------")
         for label, us in parts.items():
             print(f"{label:<28} | {us:7.1f}")
         if args.out:
             with open(args.out, "w") as fh:
-                json.dump({"layers": args.layers, "us_per_call": parts,
+                json.dump({"layers": args.layers, "accum": args.accum, "us_per_call": parts,
                            "torch": torch.__version__}, fh, indent=1)
         return
     rows = {case: measure(case, args.layers, args.steps, args.profile and case == "fxslots")
