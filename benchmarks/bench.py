@@ -35,6 +35,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import bench_plan  # noqa: E402
+import bench_rounds  # noqa: E402
 import bench_report  # noqa: E402
 
 
@@ -62,6 +63,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--auto-link-scales", default="",
                     help="offload part: also run auto planned for these fractions of the "
                          "measured host link, e.g. 0.85,0.7 (how much margin auto needs)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="speed part: run it this many times, rotating each group's backend "
+                         "order, and pool the repetitions (bench_rounds.py)")
     ap.add_argument("--png", default=None, help="also chart the speed part (benchmarks/chart.py)")
     return ap.parse_args(argv)
 
@@ -101,6 +105,8 @@ def make_plan(args: argparse.Namespace, s: bench_plan.Settings) -> dict[str, lis
         plan[part] = [c for c in specs
                       if (keep_s is None or part != "speed" or c["schedule"] in keep_s)
                       and (keep_c is None or c["backend"] in keep_c or c["model"] == "-")]
+    if args.rounds > 1 and "speed" in plan:
+        plan["speed"] = bench_rounds.interleave(plan["speed"], args.rounds)
     return plan
 
 
@@ -290,6 +296,9 @@ def run_parts(plan: dict[str, list[dict]], est: dict[str, float], runner: Runner
                                                       if s.budget_s else ""), flush=True)
         t0 = time.monotonic()
         results[part] = runner.run_part(part, specs, share)
+        if any("round" in c for c in specs):
+            results[part] = bench_rounds.merge(results[part])
+            runner.write(part, results[part])
         print(f"\n{part}: {time.monotonic() - t0:.0f} s (estimated {est[part]:.0f} s)\n\n"
               + bench_report.text_table(part, results[part]), flush=True)
     return results

@@ -152,3 +152,24 @@ def test_one_speed_case_on_cpu_reads_fxslots_figures():
     assert len(row["ms_per_step_reps"]) == 2 and row["ms_per_step"] > 0
     assert row["n_slots"] == 2 and row["copy_free_fraction"] == 1.0
     assert row["copied_bytes_per_forward"] == 0 and row["max_grad_err"] == 0.0
+
+
+def test_rounds_rotate_each_groups_order_and_pool_the_repetitions():
+    import bench_rounds
+
+    specs = [dict(model=m, schedule="seq", case=c) for m in ("a", "b") for c in ("x", "y", "z")]
+    order = [(c["model"], c["case"], c["round"]) for c in bench_rounds.interleave(specs, 3)]
+    assert order[:6] == [("a", "x", 0), ("a", "y", 0), ("a", "z", 0),
+                         ("b", "x", 0), ("b", "y", 0), ("b", "z", 0)]
+    assert [c for m, c, r in order if m == "a" and r == 1] == ["y", "z", "x"]
+    assert [c for m, c, r in order if m == "b" and r == 2] == ["z", "x", "y"]
+
+    def row(case, reps, error=None):
+        return dict(model="a", schedule="seq", case=case, ms_per_step=sorted(reps)[1],
+                    ms_per_step_reps=reps, error=error)
+
+    rows = bench_rounds.merge([row("x", [1, 2, 3]), row("y", [5, 6, 7]),
+                               row("y", [9, 8, 10], error="boom"), row("x", [4, 5, 6])])
+    assert [(r["case"], r["rounds"], r["ms_per_step"], r["ms_per_step_min"],
+             r["ms_per_step_max"], r["round_medians"], r["error"]) for r in rows] == [
+        ("x", 2, 3.5, 1, 6, [2, 5], None), ("y", 2, 7.5, 5, 10, [6, 9], "boom")]
