@@ -215,3 +215,24 @@ def test_foreach_copy_copies_large_tensors_alone_and_exactly(monkeypatch):
     _torch.foreach_copy_(dst, src)
     assert calls == [2]
     assert all(torch.equal(d, s) for d, s in zip(dst, src, strict=True))
+
+
+def test_each_variant_in_flight_keeps_to_a_slot_of_its_size():
+    """Four variants in flight, step after step (FFFFBBBB): best fit gives each the slot it
+    grew, so the arenas hold the four sizes, not four times the largest, and no slot grows
+    after the first step."""
+    ring = SlotRing("r", Options(slots=4))
+    cpu = torch.device("cpu")
+    sizes = [512, 1024, 1536, 2048]
+    for step in range(3):
+        held = [ring.acquire(n, cpu, f"v{n}") for n in sizes]
+        assert [s.nbytes for s, _, _ in held] == sizes
+        if step == 0:
+            grown = ring.grow_events
+        for s, _, _ in held:
+            ring.release(s)
+        del held
+    assert sorted(s.nbytes for s in ring.slots) == sizes and ring.grow_events == grown
+    slot, alias, _ = ring.acquire(4096, cpu, "v4096")  # none fits: the largest grows
+    assert slot.nbytes == 4096 and sorted(s.nbytes for s in ring.slots) == [512, 1024, 1536,
+                                                                            4096]

@@ -28,8 +28,8 @@ def slow_acquire(monkeypatch):
     """0.5 ms between choosing a free slot and marking it taken."""
     real = SlotRing._free_slot
 
-    def chosen_then_wait(self, variant):
-        slot = real(self, variant)
+    def chosen_then_wait(self, *args):
+        slot = real(self, *args)
         time.sleep(0.0005)
         return slot
 

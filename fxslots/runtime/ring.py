@@ -122,7 +122,7 @@ class SlotRing:
             if not self.slots:
                 self.slots = [Slot(i, device) for i in range(self.options.slots)]
             evictions = self.evictions
-            slot = self._free_slot(variant)
+            slot = self._free_slot(variant, nbytes, host_nbytes)
             slot.lent, slot.lent_spans = None, ()  # not lent out (or evicted): nothing to spare
             state.release_unviewed()
             if slot.device != device:
@@ -150,7 +150,7 @@ class SlotRing:
                 f"more than max_arena_bytes={limit}; raise the option 'max_arena_bytes' or "
                 f"bound this input's shape")
 
-    def _free_slot(self, variant: str) -> Slot:
+    def _free_slot(self, variant: str, nbytes: int = 0, host_nbytes: int = 0) -> Slot:
         free = [s for s in self.slots if not s.pending() and not s.lent_out()]
         if not free:
             # A dropped autograd graph can sit in a reference cycle (AOTAutograd's double
@@ -168,8 +168,7 @@ class SlotRing:
                 f"{len(self.slots)} are pending a backward ({held}). Run a backward first, or "
                 f"raise the option 'slots' (now {self.options.slots}) to the number of "
                 f"microbatches your schedule keeps in flight")
-        # Prefer a slot whose arena is already big enough: growing one invalidates its graphs.
-        return max(free, key=lambda s: (s.nbytes, -s.index))
+        return _best_fit(free, nbytes, host_nbytes)
 
     def _evict(self, slot: Slot) -> None:
         """Gradients in ``slot``'s arena outlived the next forward (a loop that accumulates
@@ -260,3 +259,15 @@ def _poison(slot: Slot) -> None:
         for start, end in sorted(slot.lent_spans) + [(slot.arena.numel(), slot.arena.numel())]:
             slot.arena[at:start].fill_(0xFF)
             at = max(at, end)
+
+
+def _best_fit(free: list[Slot], nbytes: int, host_nbytes: int) -> Slot:
+    """The smallest free slot whose arenas already hold the forward, else the largest (it grows
+    least; growing a slot invalidates its graphs). Largest-first sent every variant of a
+    schedule with several in flight through every slot and grew each to the largest: the heavy
+    MLP's FFFFBBBB held 5.0 GiB in four arenas against eager's 2.95 (H200 run 24c); best fit
+    keeps each variant in a slot of its own size, and captures it there only."""
+    fits = [s for s in free if s.nbytes >= nbytes and s.host_nbytes >= host_nbytes]
+    if fits:
+        return min(fits, key=lambda s: (s.nbytes + s.host_nbytes, s.index))
+    return max(free, key=lambda s: (s.nbytes, -s.index))

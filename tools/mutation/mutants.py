@@ -507,6 +507,12 @@ MUTANTS: tuple[Mutant, ...] = (
            "a copy of FOREACH_MAX_BYTES or more is launched alone", "cpu",
            ("tests/test_runtime.py::"
             "test_foreach_copy_copies_large_tensors_alone_and_exactly",)),
+    Mutant("slots-chosen-largest-first", RING,
+           "        return min(fits, key=lambda s: (s.nbytes + s.host_nbytes, s.index))",
+           "        return max(free, key=lambda s: (s.nbytes, -s.index))",
+           "a forward takes the smallest free slot that holds it (variants in flight together "
+           "keep to slots of their own size)", "cpu",
+           ("tests/test_runtime.py::test_each_variant_in_flight_keeps_to_a_slot_of_its_size",)),
     Mutant("host-arena-not-pinned", RING,
            'pin_memory=slot.device.type == "cuda")',
            "pin_memory=False)",
