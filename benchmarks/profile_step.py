@@ -49,9 +49,14 @@ def main(model_name: str, schedule: str, backend: str, out: str | None = None) -
     print(prof.key_averages().table(sort_by="self_device_time_total", row_limit=12))
 
 
+def _load(path: str) -> dict:
+    with open(path) as fh:
+        return json.load(fh)
+
+
 def diff(a: str, b: str, rows: int = 20) -> None:
     """The kernels whose device time per step differs most between two JSON files."""
-    ka, kb = (json.load(open(p)) for p in (a, b))
+    ka, kb = (_load(p) for p in (a, b))
     print(f"{a}: {ka['device_us_per_step']:.0f} us device/step; "
           f"{b}: {kb['device_us_per_step']:.0f} us device/step")
     names = set(ka["kernels"]) | set(kb["kernels"])

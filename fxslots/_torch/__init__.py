@@ -183,16 +183,18 @@ FOREACH_MAX_BYTES = 16 * 2**20
 def foreach_copy_(dst: list[torch.Tensor], src: list[torch.Tensor]) -> None:
     """One multi-tensor copy kernel for many small tensors, a copy_ of its own for each
     large one (and for all where ``_foreach_copy_`` is missing)."""
-    alone = [i for i, d in enumerate(dst) if d.nbytes >= FOREACH_MAX_BYTES or not _FOREACH]
-    if not alone:  # the usual case, at every replay: no second pass
-        torch._foreach_copy_(dst, src)
+    if not _FOREACH:
+        for d, s in zip(dst, src, strict=True):
+            d.copy_(s)
         return
+    alone = {i for i, d in enumerate(dst) if d.nbytes >= FOREACH_MAX_BYTES}
     for i in alone:
         dst[i].copy_(src[i])
-    if len(alone) < len(dst):
-        skip = set(alone)
-        torch._foreach_copy_([d for i, d in enumerate(dst) if i not in skip],
-                             [s for i, s in enumerate(src) if i not in skip])
+    if alone:  # else, at most replays, the lists go as they are
+        dst = [d for i, d in enumerate(dst) if i not in alone]
+        src = [s for i, s in enumerate(src) if i not in alone]
+    if dst:
+        torch._foreach_copy_(dst, src)
 
 
 _FOREACH = hasattr(torch, "_foreach_copy_")

@@ -150,7 +150,7 @@ class SlotRing:
                 f"more than max_arena_bytes={limit}; raise the option 'max_arena_bytes' or "
                 f"bound this input's shape")
 
-    def _free_slot(self, variant: str, nbytes: int = 0, host_nbytes: int = 0) -> Slot:
+    def _free_slot(self, variant: str, nbytes: int, host_nbytes: int) -> Slot:
         free = [s for s in self.slots if not s.pending() and not s.lent_out()]
         if not free:
             # A dropped autograd graph can sit in a reference cycle (AOTAutograd's double

@@ -501,9 +501,8 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/test_accumulate.py::"
             "test_a_captured_backward_adds_large_gradients_one_by_one",)),
     Mutant("large-copies-in-the-multi-tensor-copy", "fxslots/_torch/__init__.py",
-           "alone = [i for i, d in enumerate(dst) if d.nbytes >= FOREACH_MAX_BYTES or not "
-           "_FOREACH]",
-           "alone = [i for i, d in enumerate(dst) if not _FOREACH]",
+           "alone = {i for i, d in enumerate(dst) if d.nbytes >= FOREACH_MAX_BYTES}",
+           "alone = set()",
            "a copy of FOREACH_MAX_BYTES or more is launched alone", "cpu",
            ("tests/test_runtime.py::"
             "test_foreach_copy_copies_large_tensors_alone_and_exactly",)),
