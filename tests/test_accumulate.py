@@ -338,3 +338,16 @@ def test_the_running_nodes_accumulators_give_the_engines_verdict(how):
         torch.autograd.grad(out, [x])
     assert seen == [(how == "backward",) * 4]
     assert fxslots._torch.running_accumulators() == {}  # outside a backward
+
+
+def test_without_the_running_node_every_parameter_builds_its_edge(monkeypatch):
+    """On a torch that lacks ``_current_autograd_node`` the check still gives the engine's
+    verdict (through ``get_gradient_edge``) and training stays bitwise eager."""
+    from fxslots._torch import autograd
+
+    monkeypatch.setattr(autograd, "_CURRENT_NODE", None)
+    assert autograd.running_accumulators() == {}
+    m, c = _train(2, set_to_none=False)
+    calls = _count_accumulating_runs(_variant())
+    c(torch.randn(4, 16)).sum().backward()
+    assert calls[0] == 1  # still added in the graph

@@ -47,12 +47,16 @@ def running_accumulators() -> dict[int, Any]:
     """The AccumulateGrad nodes the running backward node feeds, by id of their leaf: the edges
     the engine will take. ``get_gradient_edge`` finds a leaf's node by viewing it (about 5 us
     a parameter, every backward); these come from ``next_functions`` at once. Empty outside a
-    backward node (compiled autograd, a direct call)."""
-    node = torch._C._current_autograd_node()
+    backward node (compiled autograd, a direct call) and on a torch without these names."""
+    node = _CURRENT_NODE() if _CURRENT_NODE is not None and _ACCUMULATE_GRAD is not None else None
     if node is None:
         return {}
-    return {id(f.variable): f for f, _ in node.next_functions
-            if isinstance(f, torch._C._functions.AccumulateGrad)}
+    return {id(f.variable): f for f, _ in node.next_functions if isinstance(f, _ACCUMULATE_GRAD)}
+
+
+# Private names a later torch may move: without them every parameter builds its edge instead.
+_CURRENT_NODE = getattr(torch._C, "_current_autograd_node", None)
+_ACCUMULATE_GRAD = getattr(getattr(torch._C, "_functions", None), "AccumulateGrad", None)
 
 
 def _engine_accumulates(param: torch.Tensor, node: Any) -> bool:
