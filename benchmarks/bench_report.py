@@ -41,6 +41,23 @@ def _ratio(base_case: str) -> Callable[[Row, list[Row]], str]:
     return cell
 
 
+def _paired(base_case: str) -> Callable[[Row, list[Row]], str]:
+    """With ``--rounds``: this row's median over ``base_case``'s in the same round (the two ran
+    minutes apart on one machine), the median of those ratios and their min-max."""
+    def cell(r: Row, rows: list[Row]) -> str:
+        base = next((b for b in rows if b["case"] == base_case and b["model"] == r["model"]
+                     and b["schedule"] == r["schedule"]), None)
+        mine, theirs = r.get("round_medians") or [], (base or {}).get("round_medians") or []
+        if len(mine) < 2 or len(mine) != len(theirs):
+            return "-"
+        ratios = sorted(a / b for a, b in zip(mine, theirs, strict=True))
+        mid = len(ratios) // 2
+        median = ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
+        return f"{median:.2f} [{ratios[0]:.2f}-{ratios[-1]:.2f}]"
+
+    return cell
+
+
 def _error(r: Row, rows: list[Row]) -> str:
     text = r.get("skipped") and f"skipped: {r['skipped']}" or r.get("error") or ""
     line = str(text).strip().splitlines()[0] if str(text).strip() else ""
@@ -59,8 +76,9 @@ def _key(k: str) -> Column:
 SPEED: list[Column] = [
     _key("model"), _key("schedule"), _key("case"),
     ("ms/step median [min-max]", _spread("ms_per_step")), ("x eager", _ratio("eager")),
-    ("x reduce-overhead", _ratio("reduce-overhead")), ("peak GiB", _get("peak_alloc_gib", ".2f")),
-    ("steady GiB", _get("peak_steady_gib", ".2f")), ("in use GiB", _get("in_use_gib", ".2f")),
+    ("x reduce-overhead", _ratio("reduce-overhead")),
+    ("x eager by round", _paired("eager")), ("x RO by round", _paired("reduce-overhead")),
+    ("peak GiB", _get("peak_alloc_gib", ".2f")), ("steady GiB", _get("peak_steady_gib", ".2f")), ("in use GiB", _get("in_use_gib", ".2f")),
     ("reserved GiB", _get("reserved_gib", ".2f")),
     ("graph pools GiB", _get("graph_pools_gib", ".2f")),
     ("cached free GiB", _get("cached_free_gib", ".2f")), ("captures", _get("captures", "d")), ("copy-free", _get("copy_free_fraction", ".0%")),

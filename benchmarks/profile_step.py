@@ -1,15 +1,20 @@
 """Where a step's time goes: torch.profiler over a few steps of one benchmark case.
 
     python benchmarks/profile_step.py launch-bound sequential fxslots [kernels.json]
+    python benchmarks/profile_step.py --host launch-bound sequential fxslots [steps]
 
 With a JSON path, also writes each kernel's device microseconds per step (and the step's
 wall and device-busy time), for diffing two backends kernel by kernel (``--diff a b``).
+``--host``: the Python functions a step spends its host time in (cProfile over ``steps``
+steps, no synchronization inside), for a host-bound model.
 """
 
 from __future__ import annotations
 
+import cProfile
 import json
 import os
+import pstats
 import sys
 import time
 
@@ -20,7 +25,8 @@ import bench_plan  # noqa: E402
 import bench_work  # noqa: E402
 
 
-def main(model_name: str, schedule: str, backend: str, out: str | None = None) -> None:
+def _warm_case(model_name: str, schedule: str, backend: str):
+    """The case compiled and warmed up: (its step, the compiled model, variants per pass)."""
     work = bench_work.Workload(bench_plan.MODELS[model_name], "cuda",
                                microbatches=4 if schedule == "1f1b" else 1)
     options = {"slots": bench_plan.slots_for(schedule, len(work.seqs))}
@@ -31,6 +37,32 @@ def main(model_name: str, schedule: str, backend: str, out: str | None = None) -
     for k in range(3 * n):
         run(f, k)
     torch.cuda.synchronize()
+    return run, f, n
+
+
+def host(model_name: str, schedule: str, backend: str, steps: str = "200") -> None:
+    """Host microseconds per step, then where they go, function by function."""
+    run, f, _ = _warm_case(model_name, schedule, backend)
+    k = int(steps)
+    t0 = time.perf_counter()
+    for i in range(k):
+        run(f, i)
+    us = (time.perf_counter() - t0) / k * 1e6
+    torch.cuda.synchronize()
+    prof = cProfile.Profile()
+    prof.enable()
+    for i in range(k):
+        run(f, i)
+    prof.disable()
+    torch.cuda.synchronize()
+    print(f"{model_name} {schedule} {backend}: {us:.0f} host us/step unprofiled (no sync)")
+    stats = pstats.Stats(prof)
+    stats.sort_stats("tottime").print_stats(30)
+    stats.sort_stats("cumulative").print_stats(40)
+
+
+def main(model_name: str, schedule: str, backend: str, out: str | None = None) -> None:
+    run, f, n = _warm_case(model_name, schedule, backend)
     acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     t0 = time.perf_counter()
     with torch.profiler.profile(activities=acts) as prof:
@@ -69,5 +101,7 @@ def diff(a: str, b: str, rows: int = 20) -> None:
 if __name__ == "__main__":
     if sys.argv[1] == "--diff":
         diff(sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == "--host":
+        host(*sys.argv[2:6])
     else:
         main(*sys.argv[1:5])

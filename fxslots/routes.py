@@ -8,6 +8,8 @@ A route is honest when the kernel that computes the value writes it into the giv
   ``native_dropout.out``, ``embedding.out``...) as CompositeExplicitAutograd kernels that run
   the functional op and then copy into ``out``: a copy hidden in a kernel, no cheaper than
   fxslots' own ``copy_`` and, for an op with several outputs, dearer (it copies all of them);
+- the out= overload of a factory that PyTorch writes by hand as a fill of ``out`` (``zeros``,
+  ``ones``, ``full``: ``FILLS``), though it is registered as a composite;
 - ``copy_`` into the slot, for an op that is itself a copy (``clone``, ``_to_copy``): the one
   copy the graph already made now lands in the slot;
 - for the ``*_functional`` form of an op that updates buffers in place
@@ -48,6 +50,12 @@ def copy_source(target: Any) -> int | None:
     return _COPY_OPS.get(target)
 
 
+# Out= overloads registered only as composites that nonetheless write ``out`` themselves:
+# TensorFactories.cpp's zeros_out, ones_out and full_out are ``out.resize_(size)`` (a no-op on
+# a slot view of that size), then ``zero_()`` / ``fill_(value)``: the kernel the functional
+# op runs on the memory it allocates (``at::empty(size).zero_()`` / ``.fill_(value)``).
+FILLS = frozenset({"aten::zeros.out", "aten::ones.out", "aten::full.out"})
+
 # op -> (the out= overload that writes its result, the device whose kernel the sequence
 # mirrors or None for every device, what the sequence is).
 EXPANSIONS: dict[Any, tuple[str, str | None, str]] = {
@@ -67,6 +75,11 @@ EXPANSIONS: dict[Any, tuple[str, str | None, str]] = {
     # fused kernel with no out= form.
     aten.native_dropout.default: ("aten::mul.out", "cpu", "native_dropout on cpu is "
                                   "bernoulli_ into the mask, then mul and mul_"),
+    # PadNd.cpp, constant_pad_nd with no negative pad: empty output, fill_(value), then copy_ of
+    # the input into the output narrowed by the pads (the op's own copy, now into the slot).
+    aten.constant_pad_nd.default: ("aten::fill_.Scalar", None, "constant_pad_nd is fill_ of "
+                                   "the padded output, then copy_ of the input into its "
+                                   "interior"),
     # _convolution on CUDA picks cuDNN for a 2-d, single-group, non-transposed convolution of a
     # contiguous float input (ConvBackend::Cudnn); no CPU kernel writes a convolution into out=.
     aten.convolution.default: ("fxslots::cudnn_convolution.out", "cuda",
@@ -84,6 +97,8 @@ def _expands(target: Any, args: tuple, kwargs: dict) -> bool:
         return (args[2] if len(args) > 2 else kwargs.get("dtype")) is None
     if target is aten.convolution.default:
         return _cudnn_convolves(args)
+    if target is aten.constant_pad_nd.default:  # a negative pad narrows the input instead
+        return len(args) > 1 and all(type(p) is int and p >= 0 for p in args[1])
     return True
 
 
@@ -149,7 +164,7 @@ def find_route(target: Any, device_type: str, source_device: str | None = None,
                                 f"memory (an out= form; PyTorch has none, so one copy_ is the "
                                 f"cheapest honest route)")
     qualname = _torch.op_qualname(overload)
-    if not _torch.has_device_kernel(qualname, device_type):
+    if not _torch.has_device_kernel(qualname, device_type) and qualname not in FILLS:
         return Route(None, f"{qualname} is composite on {device_type} (it runs {target}, then "
                            f"copies into out=): a copy_ moves the same bytes",
                      f"a {device_type} kernel for {qualname} that writes into out=")

@@ -173,3 +173,18 @@ def test_rounds_rotate_each_groups_order_and_pool_the_repetitions():
     assert [(r["case"], r["rounds"], r["ms_per_step"], r["ms_per_step_min"],
              r["ms_per_step_max"], r["round_medians"], r["error"]) for r in rows] == [
         ("x", 2, 3.5, 1, 6, [2, 5], None), ("y", 2, 7.5, 5, 10, [6, 9], "boom")]
+    # Each round's median over the base case's in that round: the pairs, not the pools.
+    base = dict(model="a", schedule="seq", case="reduce-overhead", round_medians=[4, 5])
+    rows[0]["case"] = "fxslots"
+    text = bench_report.text_table("speed", [rows[0], base])
+    assert "0.75 [0.50-1.00]" in text.splitlines()[2]  # 2/4 and 5/5
+
+
+def test_paired_backends_alternate_in_one_process_on_cpu():
+    import paired
+
+    res = paired.paired("launch-bound", "sequential", ["aot_eager", "eager"], 3, 2, smoke=True)
+    assert [len(v) for v in res["ms_per_step"].values()] == [3, 3]
+    assert res["ratios"]["eager"] == {"median": 1.0, "min": 1.0, "max": 1.0}
+    assert res["max_grad_err"] == {"aot_eager": 0.0, "eager": 0.0}
+    assert "x eager median" in paired.table(res)

@@ -22,6 +22,11 @@ aten = torch.ops.aten
     (aten.max_pool2d_with_indices.default, (), "aten::max_pool2d_with_indices.out"),
     (aten.relu.default, (), "aten::clamp_min.out"),
     (aten.native_dropout.default, (None, 0.1, True), "aten::mul.out"),
+    # Composite out= forms that fill out= themselves (TensorFactories.cpp), not a hidden copy.
+    (aten.zeros.default, (), "aten::zeros.out"),
+    (aten.ones.default, (), "aten::ones.out"),
+    (aten.full.default, (), "aten::full.out"),
+    (aten.constant_pad_nd.default, (None, [1, 0, 2, 3]), "aten::fill_.Scalar"),
 ])
 def test_routes_with_a_kernel_that_writes_into_given_memory(op, args, want):
     route = find_route(op, "cpu", "cpu", args)
@@ -35,6 +40,8 @@ def test_routes_with_a_kernel_that_writes_into_given_memory(op, args, want):
     (aten._scaled_dot_product_flash_attention_for_cpu.default, (), "no out= form"),
     (operator.getitem, (), "not an ATen operator"),
     (aten.native_dropout.default, (None, 0.1, False), "composite on cpu"),  # eval mode
+    (aten.constant_pad_nd.default, (None, [1, -1]), "composite on cpu"),  # narrows the input
+    (aten.zeros_like.default, (), "composite on cpu"),  # generated: zeros_like, then a copy
 ])
 def test_routes_that_would_be_a_hidden_copy_are_refused_with_a_remedy(op, args, why):
     route = find_route(op, "cpu", None, args)
@@ -77,7 +84,7 @@ def test_a_cuda_convolution_routes_through_cudnn_into_the_slot(monkeypatch):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("case", ["relu", "mul", "add", "sub", "div", "safe_softmax", "embedding",
-                                  "dropout", "sort", "index_put"])
+                                  "dropout", "sort", "index_put", "pad", "pad_last"])
 def test_expansions_are_bitwise_the_op_and_write_into_the_slot(case, dtype):
     x = torch.randn(3, 5, 33).to(dtype)
     x[0, 1] = float("-inf")  # a fully masked softmax row
@@ -94,6 +101,8 @@ def test_expansions_are_bitwise_the_op_and_write_into_the_slot(case, dtype):
         "sort": (aten.sort.default, (x.round(decimals=1), -1, True), 2),
         "index_put": (aten.index_put.default, (x, [torch.tensor([1, 2, 2])],
                                                torch.randn(3, 5, 33).to(dtype), True), 1),
+        "pad": (aten.constant_pad_nd.default, (x, [1, 2, 0, 3, 2, 0], -1.5), 1),
+        "pad_last": (aten.constant_pad_nd.default, (x[:, 1:].transpose(1, 2), [0, 4]), 1),
     }[case]
     assert op in EXPANSIONS
     torch.manual_seed(0)
@@ -137,3 +146,45 @@ def _run_expanded(op, args, n_out):
     torch.set_rng_state(state)
     got = gm(*tensors, *dests)
     return got, dests
+
+
+class _PadAndFill(torch.nn.Module):
+    """A padded activation and a filled tensor that backward reads (mul saves both inputs)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        y = torch.nn.functional.pad(self.lin(x), (1, 2, 0, 1), value=0.5)
+        floor = torch.maximum(torch.tanh(y), torch.zeros(y.shape, device=x.device))
+        return (floor * y * torch.full(y.shape, 1.5, device=x.device)).sum(-1)
+
+
+@pytest.mark.parametrize("kernels", ["aten", "inductor"])
+def test_padded_and_filled_values_are_written_into_the_slot_bitwise(kernels):
+    """F.pad's output and torch.full's land in their slots by the op's own fill and copy, and
+    training matches eager bitwise; under Inductor the pad goes back to the op it was."""
+    import fxslots
+    from fxslots.geometry import evaluate
+    from fxslots.report import recording
+
+    x = torch.randn(4, 6, 8)
+    ref = _PadAndFill()
+    ref(x).square().mean().backward()
+    model = _PadAndFill()
+    fxslots.reset()
+    with recording() as records:
+        f = torch.compile(model, backend="fxslots",
+                          options={"kernels": kernels, "strict": True, "recompute": "none"})
+        f(x).square().mean().backward()
+    for a, b in zip(model.parameters(), ref.parameters(), strict=True):
+        assert torch.equal(a.grad, b.grad) if kernels == "aten" else torch.allclose(a.grad, b.grad)
+    (rec,) = [r for r in records if r.plan is not None]
+    assert rec.fallback is None
+    assert "aten.fill_" in rec.forward_after and "aten.constant_pad_nd(" not in rec.forward_after
+    if kernels == "aten":  # (min_cut, Inductor's partitioner, recomputes the factories)
+        for op in ("zeros", "full"):
+            assert f"aten.{op}.out(" in rec.forward_after, op
+        assert evaluate(rec.plan.copy_free_bytes, {}) == evaluate(rec.plan.slot_bytes, {}) > 0

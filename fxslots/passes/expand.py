@@ -97,6 +97,24 @@ def _index_put(graph, node, outs) -> int:
     return 2
 
 
+def _constant_pad_nd(graph, node, outs) -> int:
+    # PadNd.cpp, constant_pad_nd (routes send only pads >= 0 here): output.fill_(value), then
+    # narrow the output by each dimension's pads (the last dimension's pair first) and
+    # copy_(narrowed, input). Fill and copy are exact, so this is bitwise the op.
+    x, pad = node.args[0], node.args[1]
+    value = node.args[2] if len(node.args) > 2 else node.kwargs.get("value", 0)
+    inner = graph.call_function(aten.fill_.Scalar, (outs[0], value))
+    ndim = node.meta["val"].dim()
+    for j in range(len(pad) // 2):
+        left, right = pad[2 * j], pad[2 * j + 1]
+        if left or right:
+            inner = graph.call_function(aten.slice.Tensor,
+                                        (inner, ndim - 1 - j, left, -right if right else None))
+    node.target, node.args, node.kwargs = aten.copy_.default, (inner, x), {}
+    node.replace_all_uses_with(outs[0], delete_user_cb=lambda user: user is not node)
+    return 2 + len(pad) // 2
+
+
 def _empty_like_output(graph, node, k) -> fx.Node:
     v = node.meta["val"][k]
     return graph.call_function(aten.empty.memory_format, ([0],),
@@ -146,4 +164,5 @@ _EXPAND: dict = {
     aten.sort.default: _sort,
     aten.index_put.default: _index_put,
     aten.convolution.default: _convolution,
+    aten.constant_pad_nd.default: _constant_pad_nd,
 }

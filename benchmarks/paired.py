@@ -1,0 +1,104 @@
+"""Paired: several backends in one process, their timed repetitions interleaved.
+
+On a host-bound model the step time of every backend moves by ~20% from one machine start to
+the next, and by several percent between cases run minutes apart in separate processes (H200
+runs 24-25), more than the differences the speed targets ask about. Here each backend trains
+its own copy of the model (same weights) in this one process, and the repetitions alternate
+A, B, A, B..., so each pair of repetitions ran within milliseconds on one machine state: the
+ratio of each pair is the sample, reported as median and min-max.
+
+    python benchmarks/paired.py launch-bound sequential fxslots,reduce-overhead [--reps 21]
+    python benchmarks/paired.py launch-bound sequential fxslots:accum,fxslots
+        [--steps 8] [--out paired.json] [--smoke]
+
+Every backend's gradients are checked against eager after timing (as bench.py does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_plan  # noqa: E402
+import bench_work  # noqa: E402
+
+
+def _case(model: str, schedule: str, backend: str, smoke: bool):
+    """(step runner, compiled model, workload, step) of one backend, warmed up."""
+    device = "cpu" if smoke else "cuda"
+    work = bench_work.Workload(bench_plan.model_config(model, smoke), device,
+                               microbatches=4 if schedule == "1f1b" else 1)
+    options = {"slots": bench_plan.slots_for(schedule, len(work.seqs))}
+    f = bench_work.compile_case(work.model, backend, options, None)
+    step = bench_work.make_step(schedule, work, bench_work.mark_for(backend))
+    run = bench_work.with_zero_grad(step, work.model, schedule)
+    for k in range(3 * bench_work.steps_per_pass(schedule, work)):
+        run(f, k)
+    bench_work.sync(work.device)
+    return run, f, work, step
+
+
+def paired(model: str, schedule: str, backends: list[str], reps: int, steps: int,
+           smoke: bool = False) -> dict:
+    # "fxslots:accum" runs fxslots on another schedule than ``schedule`` (accum against
+    # sequential, say).
+    cases = {b: _case(model, b.partition(":")[2] or schedule, b.partition(":")[0], smoke)
+             for b in backends}
+    ms: dict[str, list[float]] = {b: [] for b in backends}
+    for r in range(reps):
+        order = backends if r % 2 == 0 else backends[::-1]  # neither always goes first
+        for b in order:
+            run, f, work, _ = cases[b]
+            ms[b] += bench_work.timed_reps(run, f, work.device, 1, steps)
+    base = backends[-1]
+    out = {"model": model, "schedule": schedule, "reps": reps, "steps": steps,
+           "torch": torch.__version__, "ms_per_step": ms, "base": base, "ratios": {},
+           "max_grad_err": {}}
+    for b in backends:
+        ratios = sorted(a / c for a, c in zip(ms[b], ms[base], strict=True))
+        out["ratios"][b] = {"median": statistics.median(ratios), "min": ratios[0],
+                            "max": ratios[-1]}
+        run, f, work, step = cases[b]
+        out["max_grad_err"][b] = bench_work.grad_error(work, f, step)
+    return out
+
+
+def table(res: dict) -> str:
+    lines = [f"{res['model']} {res['schedule']}: {res['reps']} interleaved repetitions of "
+             f"{res['steps']} steps; ratio to {res['base']}, pair by pair",
+             f"{'backend':<16} | ms/step median [min-max] | x {res['base']} median [min-max] "
+             f"| grad err"]
+    for b, ms in res["ms_per_step"].items():
+        r = res["ratios"][b]
+        lines.append(f"{b:<16} | {statistics.median(ms):6.2f} [{min(ms):.2f}-{max(ms):.2f}]"
+                     f"{'':<7} | {r['median']:.3f} [{r['min']:.3f}-{r['max']:.3f}]{'':<9} "
+                     f"| {res['max_grad_err'][b]:.1e}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model")
+    ap.add_argument("schedule")
+    ap.add_argument("backends", help="comma-separated; the last is the base of the ratios")
+    ap.add_argument("--reps", type=int, default=21)
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--smoke", action="store_true", help="the tiny models, on CPU")
+    args = ap.parse_args()
+    res = paired(args.model, args.schedule, args.backends.split(","), args.reps, args.steps,
+                 args.smoke)
+    print(table(res))
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump(res, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
