@@ -2,14 +2,7 @@
 # One call on the GPU machine: install, GPU tests, then the benchmark. Results land in $OUT.
 # Usage: [BENCH_ARGS=...] bash benchmarks/gpu_run.sh [MODELS] [TEST_TIMEOUT_S] [BENCH_TIMEOUT_S]
 # Carry .whl (expecttest) with the call; see docs/design.md for what each file checks.
-set -u
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site
-fi
-python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2
+source "$(dirname "$0")/gpu_setup.sh"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 # Each file on its own, with a per-test limit, so one slow file cannot hide the others' results;
 # junit XML keeps every test's outcome and message.

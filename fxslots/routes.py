@@ -71,6 +71,12 @@ EXPANSIONS: dict[Any, tuple[str, str | None, str]] = {
     aten.sort.default: ("aten::sort.values_stable", None, "sort is sort.stable(stable=False)"),
     aten.index_put.default: ("aten::_index_put_impl_", None,
                              "index_put is a clone, then index_put_ on it"),
+    # TensorAdvancedIndexing.cpp, masked_fill: the input (broadcast to the mask) cloned
+    # contiguous, then masked_fill_ of the clone.
+    aten.masked_fill.Scalar: ("aten::masked_fill_.Scalar", None,
+                              "masked_fill is a clone, then masked_fill_ on it"),
+    aten.masked_fill.Tensor: ("aten::masked_fill_.Tensor", None,
+                              "masked_fill is a clone, then masked_fill_ on it"),
     # native_dropout_cpu: bernoulli_ into a bool mask, then input * mask * scale; CUDA runs a
     # fused kernel with no out= form.
     aten.native_dropout.default: ("aten::mul.out", "cpu", "native_dropout on cpu is "
@@ -176,6 +182,8 @@ def find_out_overload(target: Any) -> tuple[Any, str | None]:
     if not isinstance(target, _torch.OpOverload):
         return None, f"{getattr(target, '__name__', target)} is not an ATen operator"
     schema = _torch.op_schema(target)
+    if not any(a.is_out for c in _overloads(target) for a in _torch.op_schema(c).arguments):
+        return None, f"{target.overloadpacket} has no out= form"
     if schema.is_mutable:
         return None, f"{target} mutates an argument"
     if not schema.returns or any(str(r.type) != "Tensor" for r in schema.returns):
@@ -191,8 +199,6 @@ def find_out_overload(target: Any) -> tuple[Any, str | None]:
         ins = [(a.name, str(a.type)) for a in args if not a.is_out]
         if len(outs) == len(schema.returns) and ins in (want, factory):
             return cand, None
-    if not any(a.is_out for c in _overloads(target) for a in _torch.op_schema(c).arguments):
-        return None, f"{target.overloadpacket} has no out= form"
     return None, f"{target.overloadpacket} has no out= form with the arguments of {target}"
 
 

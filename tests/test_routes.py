@@ -84,7 +84,8 @@ def test_a_cuda_convolution_routes_through_cudnn_into_the_slot(monkeypatch):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("case", ["relu", "mul", "add", "sub", "div", "safe_softmax", "embedding",
-                                  "dropout", "sort", "index_put", "pad", "pad_last"])
+                                  "dropout", "sort", "index_put", "pad", "pad_last",
+                                  "masked_fill", "masked_fill_tensor"])
 def test_expansions_are_bitwise_the_op_and_write_into_the_slot(case, dtype):
     x = torch.randn(3, 5, 33).to(dtype)
     x[0, 1] = float("-inf")  # a fully masked softmax row
@@ -101,6 +102,9 @@ def test_expansions_are_bitwise_the_op_and_write_into_the_slot(case, dtype):
         "sort": (aten.sort.default, (x.round(decimals=1), -1, True), 2),
         "index_put": (aten.index_put.default, (x, [torch.tensor([1, 2, 2])],
                                                torch.randn(3, 5, 33).to(dtype), True), 1),
+        "masked_fill": (aten.masked_fill.Scalar, (x[:1], torch.rand(3, 5, 33) > 0.5, -2.5), 1),
+        "masked_fill_tensor": (aten.masked_fill.Tensor, (x.transpose(0, 2), torch.rand(5, 1) > 0.5,
+                                                         torch.tensor(7.0).to(dtype)), 1),
         "pad": (aten.constant_pad_nd.default, (x, [1, 2, 0, 3, 2, 0], -1.5), 1),
         "pad_last": (aten.constant_pad_nd.default, (x[:, 1:].transpose(1, 2), [0, 4]), 1),
     }[case]

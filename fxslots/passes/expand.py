@@ -97,6 +97,16 @@ def _index_put(graph, node, outs) -> int:
     return 2
 
 
+def _masked_fill(in_place):
+    def expand_masked_fill(graph, node, outs) -> int:
+        # TensorAdvancedIndexing.cpp: masked_fill = self (expanded to the mask's shape)
+        # .clone(contiguous), then masked_fill_(mask, value) on the clone; copy_ broadcasts.
+        copied = graph.call_function(aten.copy_.default, (outs[0], node.args[0]))
+        node.target, node.args = in_place, (copied, *node.args[1:])
+        return 2
+    return expand_masked_fill
+
+
 def _constant_pad_nd(graph, node, outs) -> int:
     # PadNd.cpp, constant_pad_nd (routes send only pads >= 0 here): output.fill_(value), then
     # narrow the output by each dimension's pads (the last dimension's pair first) and
@@ -163,6 +173,8 @@ _EXPAND: dict = {
     aten.native_dropout.default: _native_dropout,
     aten.sort.default: _sort,
     aten.index_put.default: _index_put,
+    aten.masked_fill.Scalar: _masked_fill(aten.masked_fill_.Scalar),
+    aten.masked_fill.Tensor: _masked_fill(aten.masked_fill_.Tensor),
     aten.convolution.default: _convolution,
     aten.constant_pad_nd.default: _constant_pad_nd,
 }
