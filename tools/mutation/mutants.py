@@ -583,4 +583,22 @@ MUTANTS: tuple[Mutant, ...] = (
            "warning, no strict error)", "cpu",
            ("tests/test_fallback.py::test_a_data_dependent_op_is_dynamos_graph_break_not_a_"
             "fallback",)),
+    Mutant("masked-fill-without-its-clone", "fxslots/passes/expand.py",
+           "        copied = graph.call_function(aten.copy_.default, (outs[0], node.args[0]))",
+           "        copied = outs[0]",
+           "masked_fill written into the slot copies its input there before filling", "cpu",
+           ("tests/test_routes.py::test_expansions_are_bitwise_the_op_and_write_into_the_slot",)),
+    Mutant("pad-copied-into-the-corner", "fxslots/passes/expand.py",
+           "(inner, ndim - 1 - j, left, -right if right else None))",
+           "(inner, ndim - 1 - j, 0, -(left + right) if left + right else None))",
+           "constant_pad_nd copies its input into the slot narrowed by both pads of each "
+           "dimension", "cpu",
+           ("tests/test_routes.py::test_expansions_are_bitwise_the_op_and_write_into_the_slot",)),
+    Mutant("composite-out-forms-counted-copy-free", "fxslots/routes.py",
+           "    if not _torch.has_device_kernel(qualname, device_type) and qualname not in FILLS:",
+           "    if not _torch.has_device_kernel(qualname, device_type) and False:",
+           "only out= forms that write out= themselves count as copy-free (a generated composite "
+           "runs the op, then copies)", "cpu",
+           ("tests/test_routes.py::test_routes_that_would_be_a_hidden_copy_are_refused_with_a_"
+            "remedy",)),
 )
