@@ -351,3 +351,40 @@ def test_without_the_running_node_every_parameter_builds_its_edge(monkeypatch):
     calls = _count_accumulating_runs(_variant())
     c(torch.randn(4, 16)).sum().backward()
     assert calls[0] == 1  # still added in the graph
+
+
+def test_checked_buffers_are_read_again_once_replaced_or_moved():
+    """The layout of a ``.grad`` the last check accepted is not read again while the same
+    tensor sits at the same address; a buffer replaced, or moved under the same tensor
+    (``.data =``), is checked again and refused when its layout is not the parameter's."""
+    from fxslots._torch import autograd
+
+    w = torch.nn.Parameter(torch.randn(3, 4))
+    seen = []
+
+    class Probe(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w):
+            return x @ w
+
+        @staticmethod
+        def backward(ctx, g):
+            seen.append(autograd.accumulating_grads([w], checked) is not None)
+            return g @ w.t(), None  # (nothing to add: the buffers here are probes)
+
+    def step():
+        Probe.apply(torch.randn(2, 3), w).sum().backward()
+
+    checked = autograd.CheckedGrads()
+    w.grad = torch.zeros(3, 4)
+    step()
+    assert checked.holds([w.grad]) and seen == [True]
+    step()  # the same buffer: accepted without reading its layout
+    w.grad = torch.zeros(3, 4).to_sparse()  # replaced: read again, refused
+    step()
+    assert not checked.holds([w.grad])
+    w.grad = torch.zeros(3, 4)
+    step()
+    w.grad.data = torch.zeros(4, 3)  # the same tensor, other memory and another shape
+    step()
+    assert seen == [True, True, False, True, False]

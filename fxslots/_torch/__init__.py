@@ -49,6 +49,7 @@ __all__ = [
     "tracing_static_input_indices",
     "foreach_copy_",
     "accumulating_grads",
+    "CheckedGrads",
     "running_accumulators",
     "schedule_stages",
     "schedule_microbatches",
@@ -277,6 +278,7 @@ def declare_no_donated_buffers() -> None:
 
 
 from .autograd import (  # noqa: E402
+    CheckedGrads,
     accumulating_grads,
     keep_graph,
     running_accumulators,

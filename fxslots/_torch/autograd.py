@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import torch
@@ -23,24 +24,60 @@ def saved_tensors_watched() -> bool:
                 or getattr(_compiled_autograd, "in_compiled_autograd_region", False))
 
 
-def accumulating_grads(params: list[torch.Tensor | None]) -> list[torch.Tensor] | None:
+def accumulating_grads(params: list[torch.Tensor | None],
+                       checked: CheckedGrads | None = None) -> list[torch.Tensor] | None:
     """The parameters' ``.grad`` buffers when adding into each in place is what autograd's
     AccumulateGrad would do, else None: a dense buffer of the parameter's dtype, shape and
     device, recording no graph, no hook on the parameter that expects to see the gradient
     (tensor hooks, post-accumulate hooks), and a backward that accumulates into it at all.
-    One loop, run every backward: it is the host cost of persistent ``.grad`` (issue 12)."""
-    strided, grads = torch.strided, []
+    Run every backward: it is the host cost of persistent ``.grad`` (issue 12), so the layout
+    is read again only for buffers ``checked`` (the caller's, kept between calls) has not seen."""
+    grads = []
     for p in params:
         g = None if p is None else p.grad
-        if (g is None or g.layout is not strided or g.requires_grad or g.dtype != p.dtype
-                or g.shape != p.shape or g.device != p.device or p._backward_hooks
-                or getattr(p, "_post_accumulate_grad_hooks", None)):
+        if g is None:
             return None  # at the first parameter after zero_grad(set_to_none=True)
         grads.append(g)
+    if checked is None or not checked.holds(grads):
+        if not all(map(_same_layout, params, grads)):
+            return None
+        if checked is not None:
+            checked.keep(grads)
+    for p, g in zip(params, grads, strict=True):
+        if g.requires_grad or p._backward_hooks or getattr(p, "_post_accumulate_grad_hooks", None):
+            return None
     accumulators = running_accumulators()  # only now: it reads every input's edge
     if not all(_engine_accumulates(p, accumulators.get(id(p))) for p in params):
         return None
     return grads
+
+
+def _same_layout(param: torch.Tensor, grad: torch.Tensor) -> bool:
+    return (grad.layout is torch.strided and grad.dtype == param.dtype
+            and grad.shape == param.shape and grad.device == param.device)
+
+
+class CheckedGrads:
+    """The ``.grad`` buffers a check found of their parameters' layout, held weakly with their
+    addresses. The same tensors at the same addresses have the dtype, shape, device and layout
+    they had then: those change only by in-place metadata operations (``resize_``, ``set_``,
+    ``.data =`` onto other memory moves the address), which nothing applies to a ``.grad``, and
+    Dynamo's guards recompile when a parameter's own layout changes. What can change under an
+    unchanged buffer (requires_grad, hooks, the engine's plan) is read at every check."""
+
+    __slots__ = ("refs", "ptrs")
+
+    def __init__(self) -> None:
+        self.refs: tuple = ()
+        self.ptrs: tuple = ()
+
+    def holds(self, grads: list[torch.Tensor]) -> bool:
+        return len(grads) == len(self.refs) and all(
+            r() is g and g.data_ptr() == ptr for r, g, ptr in zip(self.refs, grads, self.ptrs))
+
+    def keep(self, grads: list[torch.Tensor]) -> None:
+        self.refs = tuple(weakref.ref(g) for g in grads)
+        self.ptrs = tuple(g.data_ptr() for g in grads)
 
 
 def running_accumulators() -> dict[int, Any]:

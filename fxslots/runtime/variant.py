@@ -87,6 +87,7 @@ class Variant:
     _params: dict[int, tuple] = field(default_factory=dict)  # per slot: its forward's params
     _noted: bool = False  # its parameters are in state.accumulators
     _shared: tuple[int, bool] = (-1, False)  # (state.accumulators_shared, a parameter is shared)
+    _checked: Any = field(default_factory=_torch.CheckedGrads)  # the .grad buffers last checked
     # kernels="inductor": Inductor's compiled graphs; the GraphModules above stay for analysis,
     # printing, and as what runs when Inductor could not compile one.
     forward_kernel: Callable[..., Any] | None = None
@@ -193,7 +194,8 @@ class Variant:
             return None
         if self._feeds_a_shared_parameter(self._params.get(slot.index, ())):
             return None
-        grads = _torch.accumulating_grads([ref() for ref in self._params.get(slot.index, ())])
+        grads = _torch.accumulating_grads([ref() for ref in self._params.get(slot.index, ())],
+                                          self._checked)
         return grads or None
 
 

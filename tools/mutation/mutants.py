@@ -376,8 +376,8 @@ MUTANTS: tuple[Mutant, ...] = (
                    "as_aot_eager",)),
     # ------------------------------------------------------------ gradient accumulation
     Mutant("accumulate-despite-hooks", "fxslots/_torch/autograd.py",
-           "or g.shape != p.shape or g.device != p.device or p._backward_hooks",
-           "or g.shape != p.shape or g.device != p.device",
+           "if g.requires_grad or p._backward_hooks or getattr(",
+           "if g.requires_grad or getattr(",
            "a parameter with a hook gets its gradient through autograd, where the hook sees it",
            "cpu", ("tests/test_accumulate.py::test_hooks_take_the_plain_backward",)),
     Mutant("shared-parameter-accumulated-in-graph", VARIANT,
@@ -601,4 +601,16 @@ MUTANTS: tuple[Mutant, ...] = (
            "runs the op, then copies)", "cpu",
            ("tests/test_routes.py::test_routes_that_would_be_a_hidden_copy_are_refused_with_a_"
             "remedy",)),
+    Mutant("checked-buffer-moved-unnoticed", "fxslots/_torch/autograd.py",
+           "r() is g and g.data_ptr() == ptr for r, g, ptr in",
+           "r() is g for r, g, ptr in",
+           "a .grad that moved under the same tensor (.data =) has its layout read again", "cpu",
+           ("tests/test_accumulate.py::test_checked_buffers_are_read_again_once_replaced_or_"
+            "moved",)),
+    Mutant("replaced-buffer-not-checked", "fxslots/_torch/autograd.py",
+           "    if checked is None or not checked.holds(grads):",
+           "    if checked is None:",
+           "a .grad the last check did not see has its layout read", "cpu",
+           ("tests/test_accumulate.py::test_checked_buffers_are_read_again_once_replaced_or_"
+            "moved",)),
 )
