@@ -302,6 +302,21 @@ def test_gradients_stay_where_they_are_when_their_buffer_does_not_fit(monkeypatc
     assert staging.compact_grads([a], (0,))[0] is a
 
 
+def _probe(backward):
+    """An autograd Function ``x @ w`` whose backward is ``backward(grad)``: a look at the check
+    from inside a running backward node."""
+    class Probe(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w):
+            return x @ w
+
+        @staticmethod
+        def backward(ctx, g):
+            return backward(g)
+
+    return Probe
+
+
 @pytest.mark.parametrize("how", ["backward", "inputs", "grad"])
 def test_the_running_nodes_accumulators_give_the_engines_verdict(how):
     """``accumulating_grads`` takes each parameter's accumulator from the running backward
@@ -312,22 +327,17 @@ def test_the_running_nodes_accumulators_give_the_engines_verdict(how):
     w.grad, other.grad = torch.zeros(3, 3), torch.zeros(3, 3)
     seen = []
 
-    class Probe(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x, w):
-            return x @ w
+    def look(g):
+        from fxslots._torch import autograd as _torch
+        accs = _torch.running_accumulators()
+        assert accs[id(w)].variable is w
+        seen.append((_torch.accumulating_grads([w]) is not None,
+                     _torch._engine_accumulates(w, None),
+                     _torch._engine_accumulates(w, accs[id(w)]),
+                     _torch._engine_accumulates(w, accs.get(id(x)))))  # another leaf's
+        return g, g
 
-        @staticmethod
-        def backward(ctx, g):
-            from fxslots._torch import autograd as _torch
-            accs = _torch.running_accumulators()
-            assert accs[id(w)].variable is w
-            seen.append((_torch.accumulating_grads([w]) is not None,
-                         _torch._engine_accumulates(w, None),
-                         _torch._engine_accumulates(w, accs[id(w)]),
-                         _torch._engine_accumulates(w, accs.get(id(x)))))  # another leaf's
-            return g, g
-
+    Probe = _probe(look)
     x = torch.randn(3, 3, requires_grad=True)
     out = Probe.apply(x, w).sum()
     if how == "backward":
@@ -362,15 +372,11 @@ def test_checked_buffers_are_read_again_once_replaced_or_moved():
     w = torch.nn.Parameter(torch.randn(3, 4))
     seen = []
 
-    class Probe(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x, w):
-            return x @ w
+    def look(g):
+        seen.append(autograd.accumulating_grads([w], checked) is not None)
+        return g @ w.t(), None  # (nothing to add: the buffers here are probes)
 
-        @staticmethod
-        def backward(ctx, g):
-            seen.append(autograd.accumulating_grads([w], checked) is not None)
-            return g @ w.t(), None  # (nothing to add: the buffers here are probes)
+    Probe = _probe(look)
 
     def step():
         Probe.apply(torch.randn(2, 3), w).sum().backward()
