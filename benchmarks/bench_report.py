@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 import textwrap
 from typing import Any, Callable
 
@@ -50,10 +51,8 @@ def _paired(base_case: str) -> Callable[[Row, list[Row]], str]:
         mine, theirs = r.get("round_medians") or [], (base or {}).get("round_medians") or []
         if len(mine) < 2 or len(mine) != len(theirs):
             return "-"
-        ratios = sorted(a / b for a, b in zip(mine, theirs, strict=True))
-        mid = len(ratios) // 2
-        median = ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
-        return f"{median:.2f} [{ratios[0]:.2f}-{ratios[-1]:.2f}]"
+        ratios = [a / b for a, b in zip(mine, theirs, strict=True)]
+        return f"{statistics.median(ratios):.2f} [{min(ratios):.2f}-{max(ratios):.2f}]"
 
     return cell
 
@@ -78,7 +77,8 @@ SPEED: list[Column] = [
     ("ms/step median [min-max]", _spread("ms_per_step")), ("x eager", _ratio("eager")),
     ("x reduce-overhead", _ratio("reduce-overhead")),
     ("x eager by round", _paired("eager")), ("x RO by round", _paired("reduce-overhead")),
-    ("peak GiB", _get("peak_alloc_gib", ".2f")), ("steady GiB", _get("peak_steady_gib", ".2f")), ("in use GiB", _get("in_use_gib", ".2f")),
+    ("peak GiB", _get("peak_alloc_gib", ".2f")), ("steady GiB", _get("peak_steady_gib", ".2f")),
+    ("in use GiB", _get("in_use_gib", ".2f")),
     ("reserved GiB", _get("reserved_gib", ".2f")),
     ("graph pools GiB", _get("graph_pools_gib", ".2f")),
     ("cached free GiB", _get("cached_free_gib", ".2f")), ("captures", _get("captures", "d")), ("copy-free", _get("copy_free_fraction", ".0%")),

@@ -29,15 +29,21 @@ import bench_plan  # noqa: E402
 import bench_work  # noqa: E402
 
 
-def _case(model: str, schedule: str, backend: str, smoke: bool):
-    """(step runner, compiled model, workload, step) of one backend, warmed up."""
+def build_case(model: str, schedule: str, backend: str, smoke: bool = False):
+    """One benchmark case, compiled but not run: (its step with zero_grad, the compiled model,
+    the workload, the bare step)."""
     device = "cpu" if smoke else "cuda"
     work = bench_work.Workload(bench_plan.model_config(model, smoke), device,
                                microbatches=4 if schedule == "1f1b" else 1)
     options = {"slots": bench_plan.slots_for(schedule, len(work.seqs))}
     f = bench_work.compile_case(work.model, backend, options, None)
     step = bench_work.make_step(schedule, work, bench_work.mark_for(backend))
-    run = bench_work.with_zero_grad(step, work.model, schedule)
+    return bench_work.with_zero_grad(step, work.model, schedule), f, work, step
+
+
+def _case(model: str, schedule: str, backend: str, smoke: bool):
+    """``build_case``, warmed up."""
+    run, f, work, step = build_case(model, schedule, backend, smoke)
     for k in range(3 * bench_work.steps_per_pass(schedule, work)):
         run(f, k)
     bench_work.sync(work.device)
@@ -48,8 +54,10 @@ def paired(model: str, schedule: str, backends: list[str], reps: int, steps: int
            smoke: bool = False) -> dict:
     # "fxslots:accum" runs fxslots on another schedule than ``schedule`` (accum against
     # sequential, say).
-    cases = {b: _case(model, b.partition(":")[2] or schedule, b.partition(":")[0], smoke)
-             for b in backends}
+    cases = {}
+    for b in backends:
+        backend, _, own_schedule = b.partition(":")
+        cases[b] = _case(model, own_schedule or schedule, backend, smoke)
     ms: dict[str, list[float]] = {b: [] for b in backends}
     for r in range(reps):
         order = backends if r % 2 == 0 else backends[::-1]  # neither always goes first

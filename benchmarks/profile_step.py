@@ -21,18 +21,12 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import bench_plan  # noqa: E402
-import bench_work  # noqa: E402
+import paired  # noqa: E402
 
 
 def _warm_case(model_name: str, schedule: str, backend: str):
     """The case compiled and warmed up: (its step, the compiled model, variants per pass)."""
-    work = bench_work.Workload(bench_plan.MODELS[model_name], "cuda",
-                               microbatches=4 if schedule == "1f1b" else 1)
-    options = {"slots": bench_plan.slots_for(schedule, len(work.seqs))}
-    f = bench_work.compile_case(work.model, backend, options, None)
-    step = bench_work.make_step(schedule, work, bench_work.mark_for(backend))
-    run = bench_work.with_zero_grad(step, work.model, schedule)
+    run, f, work, _ = paired.build_case(model_name, schedule, backend)
     n = len(work.seqs)
     for k in range(3 * n):
         run(f, k)
