@@ -62,3 +62,17 @@ NOT_FOUND = "ERROR: not found: tests/test_x.py::test_nope"
 ])
 def test_outcomes_are_classified(rc, out, want):
     assert runner.classify(rc, out) == want
+
+
+def test_a_forked_run_sees_its_own_copy_and_reports_the_failing_test(tmp_path):
+    # The runner forks each run from a process that has imported torch: what it reports must
+    # still come from the copy's own files, written after that process started.
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_x.py").write_text(
+        "import marker\n\ndef test_a():\n    assert marker.VALUE == 1\n")
+    (tmp_path / "marker.py").write_text("VALUE = 1\n")
+    assert runner.classify(*runner.pytest(tmp_path, ("tests/test_x.py",), 120)) == (
+        "SURVIVED", "")
+    (tmp_path / "marker.py").write_text("VALUE = 2\n")
+    assert runner.classify(*runner.pytest(tmp_path, ("tests/test_x.py",), 120)) == (
+        "killed", "tests/test_x.py::test_a")

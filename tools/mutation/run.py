@@ -8,9 +8,10 @@
     python3 tools/mutation/run.py --jobs 1        # one mutant at a time (default: one per core)
 
 The repository (tracked files and untracked ones git does not ignore) is copied to a temporary
-directory once; each mutant rewrites one file there, runs ``python3 -m pytest -x`` on its tests
-with that copy first on PYTHONPATH (subprocesses started by the tests import the mutant too),
-and puts the file back. With ``--jobs N`` there are N copies, each running one mutant at a time
+directory once; each mutant rewrites one file there, runs ``pytest -x`` on its tests with that
+copy first on the path (and on PYTHONPATH, so subprocesses started by the tests import the
+mutant too), and puts the file back. Each run is a process forked from a fork server that has
+imported torch, Dynamo and pytest once (``PRELOAD``), never fxslots or the tests. With ``--jobs N`` there are N copies, each running one mutant at a time
 (a mutant rewrites a file of its copy, so copies are never shared). First the unmutated copy
 runs every selected test: a mutant is only "killed" if its tests pass without it.
 
@@ -75,20 +76,74 @@ def anchor_problem(copy: Path, m: Mutant) -> str | None:
     return None if n == 1 else ("ANCHOR NOT FOUND" if n == 0 else f"ANCHOR NOT UNIQUE ({n}x)")
 
 
+# What every mutant's tests import before they reach fxslots: a fork server imports these once
+# and each run is forked from it, so ~90 runs do not each pay ~7 s of importing torch. Nothing
+# here may import fxslots or the tests (each run must see its own copy), and nothing here runs a
+# kernel: a fork after OpenMP's threads start is not safe with libgomp.
+PRELOAD = ("pytest", "sympy", "torch", "torch._dynamo", "torch._functorch.aot_autograd",
+           "functorch.compile", "torch._inductor.compile_fx", "torch._inductor.scheduler",
+           "torch.export", "torch.utils.checkpoint", "torch.distributed.pipelining",
+           "expecttest", "hypothesis")
+_WRONG_IMPORT = 97
+_forks = None  # the multiprocessing context whose fork server holds PRELOAD
+
+
+def _fork_context():
+    global _forks
+    if _forks is None:
+        import multiprocessing
+
+        _forks = multiprocessing.get_context("forkserver")
+        _forks.set_forkserver_preload(["__main__", *PRELOAD])
+    return _forks
+
+
+def _pytest_args(tests: tuple[str, ...]) -> list[str]:
+    # Plugins no mutant's tests use stay unloaded.
+    return ["-q", "-x", "-rfE", "-p", "no:cacheprovider",
+            *(a for name in _UNUSED_PLUGINS for a in ("-p", f"no:{name}")), *tests]
+
+
+def _pytest_in_fork(copy: str, args: list[str], log: str) -> None:
+    """The body of one forked run: the copy's fxslots and tests, output to ``log``."""
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.chdir(copy)
+    sys.path.insert(0, copy)
+    # Subprocesses the tests start import the mutant too; a stale .pyc of a rewritten file of
+    # the same size and second would hide the mutant.
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [copy] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+    os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+    sys.dont_write_bytecode = True
+    import pytest as _pytest
+
+    code = int(_pytest.main(args))
+    where = getattr(sys.modules.get("fxslots"), "__file__", copy)
+    if not where.startswith(copy):  # then no result here means anything
+        print(f"mutation: the tests imported fxslots from {where!r}, not {copy}")
+        code = _WRONG_IMPORT
+    sys.stdout.flush()
+    sys.stderr.flush()
+    sys.exit(code)  # multiprocessing's exit runs the finalizers (pools the tests left open)
+
+
 def pytest(copy: Path, tests: tuple[str, ...], timeout: float) -> tuple[int, str]:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(copy)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]),
-        PYTHONDONTWRITEBYTECODE="1")
-    # Plugins no mutant's tests use stay unloaded: each run starts a fresh interpreter, and
-    # CI runs ~90 of them (about a second each).
-    cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-rfE", "-p", "no:cacheprovider",
-           *(a for name in _UNUSED_PLUGINS for a in ("-p", f"no:{name}")), *tests]
-    try:
-        p = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True,
-                           timeout=timeout)
-    except subprocess.TimeoutExpired as e:
-        return -1, (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-    return p.returncode, p.stdout + p.stderr
+    """pytest's exit status (negative: killed by that signal; -1: timed out) and output."""
+    log = copy.parent / f"{copy.name}.log"
+    proc = _fork_context().Process(target=_pytest_in_fork,
+                                   args=(str(copy), _pytest_args(tests), str(log)))
+    proc.start()
+    proc.join(timeout)
+    if proc.exitcode is None:
+        proc.kill()
+        proc.join()
+        return -1, log.read_text(errors="replace")
+    out = log.read_text(errors="replace")
+    if proc.exitcode == _WRONG_IMPORT:
+        sys.exit(out.strip().splitlines()[-1])
+    return proc.exitcode, out
 
 
 def classify(rc: int, out: str) -> tuple[str, str]:
@@ -108,19 +163,17 @@ def classify(rc: int, out: str) -> tuple[str, str]:
     return "killed", failed.group(1) if failed else f"(pytest exit {rc})"
 
 
-def check_import(copy: Path) -> None:
-    """The copy's fxslots is the one the tests import, or nothing here means anything."""
-    env = dict(os.environ, PYTHONPATH=str(copy))
-    where = subprocess.run([sys.executable, "-c", "import fxslots; print(fxslots.__file__)"],
-                           cwd=copy, env=env, capture_output=True, text=True).stdout.strip()
-    if not where.startswith(str(copy)):
-        sys.exit(f"mutation: the copy's tests import fxslots from {where!r}, not {copy}")
+def _cuda_in_fork() -> None:
+    import torch
+
+    os._exit(0 if torch.cuda.is_available() else 1)
 
 
 def has_gpu() -> bool:
-    code = "import torch; print(torch.cuda.is_available())"
-    return subprocess.run([sys.executable, "-c", code], capture_output=True,
-                          text=True).stdout.strip() == "True"
+    proc = _fork_context().Process(target=_cuda_in_fork)
+    proc.start()
+    proc.join()
+    return proc.exitcode == 0
 
 
 def run_one(copy: Path, m: Mutant, tests: tuple[str, ...], timeout: float) -> Outcome:
@@ -185,7 +238,6 @@ def main(argv: list[str] | None = None) -> int:
         copies = [Path(tmp) / f"repo{i}" for i in range(max(1, args.jobs))]
         for copy in copies:
             copy_repo(copy)
-            check_import(copy)
         return _run_all(copies, chosen, gpu, args)
 
 
