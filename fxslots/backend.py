@@ -179,7 +179,8 @@ class _Compiler:
                        and isinstance(example_inputs[i], torch.Tensor)), None)
         region = self.region
         variant = Variant(name=f"v{len(region.variants)}", region=region, device=device,
-                          plan=plan, binder=binder, forward_graph=fw, anchor_index=anchor)
+                          plan=plan, binder=binder, forward_graph=fw, anchor_index=anchor,
+                          user_outputs=self.num_fwd_outputs)
         variant.executor = GraphExecutor(variant, self.options) if graphs else EagerExecutor()
         region.variants.append(weakref.ref(variant))
         return variant
@@ -192,7 +193,7 @@ class _Compiler:
             offload = choose_offload(self.options.offload, saved, ctx)
         plan = observe("plan_arena", plan_arena, saved, alignment=self.options.alignment,
                        copy_free=self.options.copy_free, staged_inputs=staged,
-                       offload=offload, summary=_plan_summary)
+                       offload=offload, outputs_copied=graphs, summary=_plan_summary)
         missing = binder.missing([plan.capacity] + [
             e for v in (*plan.views, *plan.staging) for e in (v.storage_offset, *v.shape, *v.stride)]
             + [plan.host_capacity])

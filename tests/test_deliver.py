@@ -93,8 +93,8 @@ def _record_kinds(monkeypatch) -> list[OutKind]:
     kinds: list[OutKind] = []
     describe = executor.describe_outputs
 
-    def recording(outs, gargs, arenas, staged):
-        described = describe(outs, gargs, arenas, staged)
+    def recording(outs, gargs, arenas, staged, copied=0):
+        described = describe(outs, gargs, arenas, staged, copied)
         if OutKind.SLOT not in arenas.values():  # a backward's
             kinds.extend(o.kind for o in described if o.kind is not OutKind.CONST)
         return described

@@ -631,7 +631,7 @@ detach  f32[4, 8]  [8, 1]  128    g1     512     copied (copy)
 groups:
   g0: copy-free offset 0, 128 bytes  (aten::mul.out writes it in place)
   g1: copied    offset 512, 128 bytes  (a user output shares its storage)
-      copy-free would take: not returning this value from the model (the caller owns user outputs)
+      copy-free would take: CUDA graphs (whose runtime copies user outputs out of the slot), or not returning this value from the model
 arena bytes per slot: 1024
 saved bytes in slot: 256, copy-free: 128
 bytes copied per forward: 128

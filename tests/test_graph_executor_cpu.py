@@ -22,6 +22,7 @@ from fxslots import _torch, backend
 from fxslots.runtime.cudagraphs import executor
 from fxslots.runtime.cudagraphs.outputs import OutKind
 from fxslots.runtime.layout import geometry_of, make_views
+from fxslots.schemas import Write
 from examples.models import MLP, Attention
 from tests.helpers import assert_same, run, schedule_1f1b, schedule_ffbb
 from tests.fuzz_models import RandomDraw, check_case, draw_case
@@ -352,3 +353,44 @@ def test_an_expanded_input_is_staged_one_slice(stand_in_graphs):
     ref = train("aot_eager")
     for a, b in zip(ours[0] + ours[1], ref[0] + ref[1], strict=True):
         assert torch.equal(a, b)
+
+
+class SharedOutput(torch.nn.Module):
+    """Returns a value its backward saves (as T5 returns its key/value caches)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = torch.cat([self.lin(x), x], dim=-1)
+        return h, (h * h).sum()
+
+
+def test_a_saved_user_output_is_written_in_the_slot_and_copied_out_once(stand_in_graphs):
+    """Under CUDA graphs every user output is copied out for the caller, so a value both
+    returned and saved is written into its slot by its own op (no copy into the slot), and the
+    caller's copy is made from the slot. What the caller keeps must survive that slot's reuse
+    by the next microbatch (slots=1; debug poisons released arenas), on the uncaptured first
+    run, at the capture and at replays."""
+    torch.manual_seed(0)
+    ours, ref = SharedOutput(), SharedOutput()
+    ref.load_state_dict(ours.state_dict())
+    f = torch.compile(ours, backend="fxslots", options={"slots": 1, "debug": True})
+    xs = [torch.randn(4, 8) for _ in range(5)]
+    with fxslots.report.recording() as records:
+        kept = []
+        for x in xs:
+            h, loss = f(x)
+            loss.backward()
+            kept.append(h)
+    for x, h in zip(xs, kept, strict=True):
+        h_ref, loss_ref = ref(x)
+        loss_ref.backward()
+        assert torch.equal(h.detach(), h_ref.detach())
+    for a, b in zip(ours.parameters(), ref.parameters(), strict=True):
+        assert torch.equal(a.grad, b.grad)
+    assert _StandInGraph.replays > 0
+    shared = {g.id for g in records[0].saved.groups if g.user_visible}
+    (p,) = [p for p in records[0].plan.placements if p.group in shared]
+    assert p.write is Write.OUT and "the caller's copy is made from the slot" in p.reason

@@ -180,12 +180,12 @@ def test_zoo_on_cuda_under_cuda_graphs(family, dtype):
     assert ours.copy_free_fraction >= CUDA_FLOORS.get((family, dtype), 0.0), ours.copy_free_fraction
 
 
-# Copy-free fractions on CUDA (H200 run 25). Below CPU's 100%: the SDPA kernels have no out=
+# Copy-free fractions on CUDA (H200 run 26). Below CPU's 100%: the SDPA kernels have no out=
 # form (fp32 runs _scaled_dot_product_efficient_attention, bf16 _scaled_dot_product_cudnn_attention
-# on torch 2.11: output, logsumexp and RNG state are copied) and, in T5 and Mixtral, values that
-# Dynamo's graph splits return as user outputs (key/value caches, the router's top-k: the caller
-# owns a user output, so the slot holds a copy).
+# on torch 2.11: output, logsumexp and RNG state are copied). Values Dynamo's graph splits
+# return as user outputs (T5's key/value caches, Mixtral's router top-k) are written in the
+# slot since run 26 (the caller's copy is made from it), so they no longer count.
 CUDA_FLOORS = {("conv", torch.float32): 0.99, ("bert", torch.float32): 0.99,
-               ("llama", torch.float32): 0.93, ("t5", torch.float32): 0.89,
-               ("mixtral", torch.float32): 0.80, ("llama", torch.bfloat16): 0.94,
-               ("t5", torch.bfloat16): 0.94, ("mixtral", torch.bfloat16): 0.96}
+               ("llama", torch.float32): 0.93, ("t5", torch.float32): 0.96,
+               ("mixtral", torch.float32): 0.81, ("llama", torch.bfloat16): 0.94,
+               ("t5", torch.bfloat16): 0.98, ("mixtral", torch.bfloat16): 0.96}

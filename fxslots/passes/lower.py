@@ -151,7 +151,7 @@ def _read_from_slot(copy: fx.Node) -> None:
     """A copy the plan chose (``copy_(slot, value)``; a dtype cast, say, has no out= form):
     the value's later readers read the slot, so Inductor stores the value there from the
     kernel that computes it and keeps no buffer of its own beside it. The graph's outputs keep
-    the value: a user output never aliases a slot."""
+    the value: a user output the plan copied never aliases its slot."""
     slot, value = copy.args[0], copy.args[1]
     got, want = value.meta.get("val"), slot.meta.get("val")
     if not (isinstance(got, torch.Tensor) and isinstance(want, torch.Tensor)

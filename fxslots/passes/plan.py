@@ -7,6 +7,7 @@ equalities between sizes are checked at sample shapes (``geometry.same_value``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Mapping
 
 import sympy
@@ -74,8 +75,8 @@ class _Cursor:
 
 def plan_arena(saved: SavedSet, *, alignment: int = 512, copy_free: bool = True,
                staged_inputs: tuple[SavedTensor, ...] = (),
-               offload: Mapping[int, tuple[bool, str]] | frozenset[int] = frozenset()
-               ) -> ArenaPlan:
+               offload: Mapping[int, tuple[bool, str]] | frozenset[int] = frozenset(),
+               outputs_copied: bool = False) -> ArenaPlan:
     """Give every storage group that needs a slot an aligned byte range in one slot's arena.
 
     All saved tensors are live at once (from their producer in forward to their reader in
@@ -88,18 +89,17 @@ def plan_arena(saved: SavedSet, *, alignment: int = 512, copy_free: bool = True,
 
     Groups in ``offload`` go to the slot's host arena instead (packed the same way): the forward
     copies them there, the backward reloads them. A mapping gives each group the policy's
-    decision and reason (kept groups say why they were not offloaded).
+    decision and reason (kept groups say why they were not offloaded). ``outputs_copied`` (CUDA
+    graphs): the runtime copies user outputs out for the caller, so a group one shares is
+    written in place like any other (the caller's copy is made from the slot), not copied in.
     """
     if not isinstance(offload, Mapping):
         offload = {g: (True, "the offload policy chose it") for g in offload}
     cursor, host = _Cursor(alignment), _Cursor(alignment)
-    placements = [_place_group(saved, g, cursor, host, copy_free, bool(staged_inputs),
-                               offload.get(g.id, (False, ""))) for g in saved.groups]
-    staging = []
-    for t in staged_inputs:
-        staging.append(SlotView("stage_" + t.name, t.name, t.dtype, t.shape, t.stride,
-                                cursor.value / t.itemsize))
-        cursor.advance(t.nbytes)
+    writes = _Writes(copy_free, bool(staged_inputs), outputs_copied)
+    placements = [_place_group(saved, g, cursor, host, writes, offload.get(g.id, (False, "")))
+                  for g in saved.groups]
+    staging = [_stage(t, cursor) for t in staged_inputs]
     return ArenaPlan(
         placements=tuple(placements),
         capacity=cursor.value,
@@ -113,12 +113,28 @@ def plan_arena(saved: SavedSet, *, alignment: int = 512, copy_free: bool = True,
     )
 
 
+def _stage(t: SavedTensor, cursor: _Cursor) -> SlotView:
+    view = SlotView("stage_" + t.name, t.name, t.dtype, t.shape, t.stride,
+                    cursor.value / t.itemsize)
+    cursor.advance(t.nbytes)
+    return view
+
+
+@dataclass(frozen=True)
+class _Writes:
+    """What the plan may assume about how the slot is written and read."""
+
+    copy_free: bool  # write values in place where an op can (options.copy_free)
+    staging: bool  # the runtime stages the graph's inputs (CUDA graphs)
+    outputs_copied: bool  # the runtime copies user outputs out for the caller (CUDA graphs)
+
+
 def _place_group(saved: SavedSet, g: StorageGroup, cursor: _Cursor, host: _Cursor,
-                 copy_free: bool, staging: bool, offload: tuple[bool, str]) -> Placement:
+                 writes: _Writes, offload: tuple[bool, str]) -> Placement:
     """Place one group at the cursor of its arena (the host's when the offload policy chose
     it; ``offload`` is its decision and the reason)."""
     members = [saved.tensor(m) for m in g.members]
-    if g.source is Source.INPUT and staging:
+    if g.source is Source.INPUT and writes.staging:
         return _unslotted(g, Write.STAGED, "a view of a staged input")
     if g.source is not Source.INTERMEDIATE:
         return _unslotted(g, Write.NONE, "parameter or buffer: outlives every replay"
@@ -129,7 +145,7 @@ def _place_group(saved: SavedSet, g: StorageGroup, cursor: _Cursor, host: _Curso
                    host=True)
         host.advance(p.nbytes)
         return p
-    write, why = _choose_write(g, members, copy_free, saved.symbol_ranges)
+    write, why = _choose_write(g, members, writes, saved.symbol_ranges)
     if reason:
         why = (f"{why[0]}; kept on the device: {reason}", why[1])
     p = _place(g, members, cursor.value, write, why, saved.symbol_ranges)
@@ -141,12 +157,22 @@ def _unslotted(g: StorageGroup, write: Write, reason: str) -> Placement:
     return Placement(g.id, write, sympy.Integer(0), g.nbytes, (), sympy.Integer(0), (), reason)
 
 
-def _choose_write(g: StorageGroup, members: list[SavedTensor], copy_free: bool,
+def _choose_write(g: StorageGroup, members: list[SavedTensor], writes: _Writes,
                   ranges: Ranges) -> tuple[Write, tuple[str, str]]:
     """(write, (why, what would make it copy-free))."""
-    if g.user_visible:
+    if g.user_visible and not writes.outputs_copied:
         return Write.COPY, ("a user output shares its storage",
-                            "not returning this value from the model (the caller owns user outputs)")
+                            "CUDA graphs (whose runtime copies user outputs out of the slot), "
+                            "or not returning this value from the model")
+    write, why = _choose_slot_write(g, members, writes.copy_free, ranges)
+    if g.user_visible and write is Write.OUT:
+        why = (f"{why[0]}; a user output shares it: the caller's copy is made from the slot",
+               why[1])
+    return write, why
+
+
+def _choose_slot_write(g: StorageGroup, members: list[SavedTensor], copy_free: bool,
+                       ranges: Ranges) -> tuple[Write, tuple[str, str]]:
     if not copy_free:
         return Write.COPY, ("copy_free=False", "copy_free=True")
     r = g.root

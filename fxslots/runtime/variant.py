@@ -77,6 +77,9 @@ class Variant:
     forward_graph: Callable[..., Any]
     executor: Executor | None = None  # set right after: an executor is made for its variant
     anchor_index: int | None = None  # a parameter among the forward's arguments
+    # The forward's first outputs, which the caller receives (user outputs, mutated inputs'
+    # new values): with CUDA graphs they may be written in the slot, and are copied out.
+    user_outputs: int = 0
     backward_graph: Callable[..., Any] | None = None
     saved_arg_index: int | None = None  # a backward argument that is a slot view
     # Forward output index -> backward argument index, for every saved tensor in the slot.

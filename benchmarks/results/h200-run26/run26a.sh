@@ -7,7 +7,7 @@ for f in tests/test_cuda.py tests/test_accumulate.py tests/test_deliver.py tests
   timeout 170 python3 -m pytest -q $f -p no:cacheprovider --timeout 120 -rfE --tb=short 2>&1 \
     | grep -v "torch.__trace" | tail -15 > "$OUT/r26a-$n.txt"; echo "$n: $(tail -1 $OUT/r26a-$n.txt)"
 done
-timeout 60 python3 benchmarks/results/h200-run26/accum_parts.py 2>&1 | grep -v "^fxslots: v" | tee "$OUT/r26a-accum-parts.txt"
+timeout 60 python3 benchmarks/results/h200-run25/accum_parts.py 2>&1 | grep -v "^fxslots: v" | tee "$OUT/r26a-accum-parts.txt"
 i=0
 for spec in "sequential fxslots:accum,fxslots" "sequential fxslots,reduce-overhead" "sequential eager:accum,eager"; do
   set -- $spec; i=$((i + 1))

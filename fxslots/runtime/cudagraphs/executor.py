@@ -31,9 +31,9 @@ from ..layout import geometry_of, make_views, pack, slot_views
 from ..ring import Slot
 from ..variant import Direction, Variant
 from .delivery import Deliveries
-from .outputs import Captured, OutKind, describe_outputs, saved_views
+from .outputs import Captured, OutKind, describe_outputs, own_user_outputs, saved_views
 from .pool import CaptureFailed, CudaCapturer
-from .staging import compact_grads, copy_staged
+from .staging import compact_grads, copy_staged, write_back
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +69,7 @@ class GraphExecutor:
         # ... at which Inductor compile count (run 20: after one, a kernel tuned in a capture)
         self.warm: dict[tuple, int] = {}
         self.uncaptured: set[CaptureKey] = set()
+        self._user_outputs = variant.user_outputs  # copied out for the caller after a forward
         placeholders = list(variant.forward_graph.graph.find_nodes(op="placeholder"))
         self._staged = [[p.name for p in placeholders].index(v.holds)
                         for v in variant.plan.staging]
@@ -117,8 +118,8 @@ class GraphExecutor:
         staged = dict(stage)
         gargs = [staged.get(i, a) for i, a in enumerate(args)]
         out = self._first_runs(variant, slot, key, gargs + views, stage, len(args), aliases)
-        _write_back(args, [(i, gargs[i]) for i in self._staged if i in self._mutated])
-        return out
+        write_back(args, [(i, gargs[i]) for i in self._staged if i in self._mutated])
+        return own_user_outputs(out, self._user_outputs, (slot.arena, slot.host_arena))
 
     def backward(self, variant: Variant, slot: Slot | None, args: list[Any],
                  grads: list[torch.Tensor] | None) -> Any:
@@ -182,7 +183,7 @@ class GraphExecutor:
             return False
         copy_staged(cap.stage, args)
         cap.graph.replay()
-        _write_back(args, cap.writeback)
+        write_back(args, cap.writeback)
         return True
 
     def _stage_backward(self, variant: Variant, args: list[Any], tangents: list[int]):
@@ -272,8 +273,8 @@ class GraphExecutor:
                       if key.delivers != -1 else {})
             if key.overlay:
                 arenas[slot.arena.data_ptr()] = OutKind.ARENA_GRADS
-        return Captured(graph, static, stage,
-                        describe_outputs(outs, gargs, arenas, buffers),
+        outs = describe_outputs(outs, gargs, arenas, buffers, self._user_outputs if forward else 0)
+        return Captured(graph, static, stage, outs,
                         tuple((i, dst) for i, dst in stage if forward and i in self._mutated))
 
     def _failed(self, variant, slot, key, failed: CaptureFailed) -> None:
@@ -293,8 +294,3 @@ class GraphExecutor:
             self.uncaptured.add(key)
             return None
         raise CaptureError(msg) from root
-
-
-def _write_back(args: list[Any], pairs) -> None:
-    for i, staged in pairs:  # a staged input the graph mutated: the caller must see it
-        args[i].copy_(staged)

@@ -109,19 +109,21 @@ class Captured:
 
 
 def describe_outputs(outs: Any, gargs: list[Any], arenas: dict[int, OutKind],
-                     staged: set[int]) -> list[Out]:
+                     staged: set[int], copied: int = 0) -> list[Out]:
     """Classify each output of a capture. ``arenas`` maps the data_ptr of the slot's arenas
     (forward) or of the output buffer (backward) to their kind; ``staged`` holds the
-    data_ptrs of buffers fxslots stages inputs into (never a caller's own memory)."""
+    data_ptrs of buffers fxslots stages inputs into (never a caller's own memory). The first
+    ``copied`` outputs go to the caller, who may keep them past the slot's next use: each
+    replay copies them out, from the pool or from the slot."""
     static = {a.untyped_storage().data_ptr() for a in gargs
               if isinstance(a, torch.Tensor)} - staged - set(arenas)
     described = []
-    for o in outs:
+    for j, o in enumerate(outs):
         if not isinstance(o, torch.Tensor):
             described.append(Out(OutKind.CONST, o))
             continue
         st = o.untyped_storage()
-        kind = arenas.get(st.data_ptr())
+        kind = arenas.get(st.data_ptr()) if j >= copied else None
         if kind is not None:
             # storage_offset, not data_ptr: a zero-size tensor's data_ptr is 0
             described.append(Out(kind, geometry=geometry_of(o)))
@@ -133,6 +135,20 @@ def describe_outputs(outs: Any, gargs: list[Any], arenas: dict[int, OutKind],
                 alias, o.storage_offset(), tuple(o.shape), o.stride())
             described.append(Out(OutKind.POOL, view))
     return described
+
+
+def own_user_outputs(outs: Any, n: int, arenas: tuple[Any, ...]) -> Any:
+    """``outs`` of a forward run uncaptured, with each of its first ``n`` (the caller's) that
+    lies in one of the slot's ``arenas`` copied out, in its own strides: the slot is written
+    again at its next forward, and the plan wrote such values there (``outputs_copied``)."""
+    ptrs = {a.data_ptr() for a in arenas if a is not None}
+    outs = list(outs)
+    for j in range(n):
+        o = outs[j]
+        if isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() in ptrs:
+            outs[j] = torch.empty_strided(o.shape, o.stride(), dtype=o.dtype,
+                                          device=o.device).copy_(o)
+    return outs
 
 
 def saved_views(backward_args: dict[int, int], saved_outs, gargs: list[Any]) -> None:

@@ -107,6 +107,11 @@ def copy_staged(stage: tuple[tuple[int, torch.Tensor], ...], args: list[Any]) ->
     _torch.foreach_copy_(dsts, srcs)
 
 
+def write_back(args: list[Any], pairs) -> None:
+    for i, staged in pairs:  # a staged input the graph mutated: the caller must see it
+        args[i].copy_(staged)
+
+
 def compact_grads(outs: Any, indices: Any) -> Any:  # indices: falsy for none
     """A warm-up backward's outputs with the parameters' gradients (at ``indices``) moved into
     one new buffer, in their own strides where dense.
