@@ -9,7 +9,11 @@ ratio of each pair is the sample, reported as median and min-max.
 
     python benchmarks/paired.py launch-bound sequential fxslots,reduce-overhead [--reps 21]
     python benchmarks/paired.py launch-bound sequential fxslots:accum,fxslots
+    python benchmarks/paired.py llama-small sequential fxslots+offload=auto,fxslots
         [--steps 8] [--out paired.json] [--smoke]
+
+A backend is ``name[:schedule][+option=value...]``: ``fxslots:accum`` runs fxslots on another
+schedule, ``fxslots+offload=auto`` with that option (a value is read as JSON when it parses).
 
 Every backend's gradients are checked against eager after timing (as bench.py does).
 """
@@ -29,21 +33,38 @@ import bench_plan  # noqa: E402
 import bench_work  # noqa: E402
 
 
-def build_case(model: str, schedule: str, backend: str, smoke: bool = False):
+def parse_backend(spec: str) -> tuple[str, str | None, dict]:
+    """``"fxslots:accum+offload=auto"`` -> ``("fxslots", "accum", {"offload": "auto"})``."""
+    head, *opts = spec.split("+")
+    backend, _, schedule = head.partition(":")
+    options = {}
+    for opt in opts:
+        key, eq, value = opt.partition("=")
+        if not key or not eq:
+            raise SystemExit(f"paired.py: backend {spec!r}: options are +name=value, not {opt!r}")
+        try:
+            options[key] = json.loads(value)
+        except ValueError:
+            options[key] = value
+    return backend, schedule or None, options
+
+
+def build_case(model: str, schedule: str, backend: str, smoke: bool = False,
+               options: dict | None = None):
     """One benchmark case, compiled but not run: (its step with zero_grad, the compiled model,
-    the workload, the bare step)."""
+    the workload, the bare step). ``options``: fxslots options beyond the schedule's slots."""
     device = "cpu" if smoke else "cuda"
     work = bench_work.Workload(bench_plan.model_config(model, smoke), device,
                                microbatches=4 if schedule == "1f1b" else 1)
-    options = {"slots": bench_plan.slots_for(schedule, len(work.seqs))}
+    options = {"slots": bench_plan.slots_for(schedule, len(work.seqs)), **(options or {})}
     f = bench_work.compile_case(work.model, backend, options, None)
     step = bench_work.make_step(schedule, work, bench_work.mark_for(backend))
     return bench_work.with_zero_grad(step, work.model, schedule), f, work, step
 
 
-def _case(model: str, schedule: str, backend: str, smoke: bool):
+def _case(model: str, schedule: str, backend: str, smoke: bool, options: dict):
     """``build_case``, warmed up."""
-    run, f, work, step = build_case(model, schedule, backend, smoke)
+    run, f, work, step = build_case(model, schedule, backend, smoke, options)
     for k in range(3 * bench_work.steps_per_pass(schedule, work)):
         run(f, k)
     bench_work.sync(work.device)
@@ -52,12 +73,10 @@ def _case(model: str, schedule: str, backend: str, smoke: bool):
 
 def paired(model: str, schedule: str, backends: list[str], reps: int, steps: int,
            smoke: bool = False) -> dict:
-    # "fxslots:accum" runs fxslots on another schedule than ``schedule`` (accum against
-    # sequential, say).
     cases = {}
     for b in backends:
-        backend, _, own_schedule = b.partition(":")
-        cases[b] = _case(model, own_schedule or schedule, backend, smoke)
+        backend, own_schedule, options = parse_backend(b)
+        cases[b] = _case(model, own_schedule or schedule, backend, smoke, options)
     ms: dict[str, list[float]] = {b: [] for b in backends}
     for r in range(reps):
         order = backends if r % 2 == 0 else backends[::-1]  # neither always goes first
@@ -78,13 +97,14 @@ def paired(model: str, schedule: str, backends: list[str], reps: int, steps: int
 
 
 def table(res: dict) -> str:
+    w = max(16, *map(len, res["ms_per_step"]))
     lines = [f"{res['model']} {res['schedule']}: {res['reps']} interleaved repetitions of "
              f"{res['steps']} steps; ratio to {res['base']}, pair by pair",
-             f"{'backend':<16} | ms/step median [min-max] | x {res['base']} median [min-max] "
+             f"{'backend':<{w}} | ms/step median [min-max] | x {res['base']} median [min-max] "
              f"| grad err"]
     for b, ms in res["ms_per_step"].items():
         r = res["ratios"][b]
-        lines.append(f"{b:<16} | {statistics.median(ms):6.2f} [{min(ms):.2f}-{max(ms):.2f}]"
+        lines.append(f"{b:<{w}} | {statistics.median(ms):6.2f} [{min(ms):.2f}-{max(ms):.2f}]"
                      f"{'':<7} | {r['median']:.3f} [{r['min']:.3f}-{r['max']:.3f}]{'':<9} "
                      f"| {res['max_grad_err'][b]:.1e}")
     return "\n".join(lines)

@@ -188,3 +188,24 @@ def test_paired_backends_alternate_in_one_process_on_cpu():
     assert res["ratios"]["eager"] == {"median": 1.0, "min": 1.0, "max": 1.0}
     assert res["max_grad_err"] == {"aot_eager": 0.0, "eager": 0.0}
     assert "x eager median" in paired.table(res)
+
+
+def test_paired_backend_specs_name_a_schedule_and_options():
+    import paired
+
+    assert paired.parse_backend("fxslots") == ("fxslots", None, {})
+    assert paired.parse_backend("fxslots:accum+offload=auto+slots=2") == (
+        "fxslots", "accum", {"offload": "auto", "slots": 2})
+    with pytest.raises(SystemExit, match="options are \\+name=value"):
+        paired.parse_backend("fxslots+offload")
+
+
+def test_paired_options_reach_the_compiled_case_on_cpu():
+    import paired
+
+    import fxslots
+    run, f, work, _ = paired.build_case("launch-bound", "sequential", "fxslots", smoke=True,
+                                        options={"offload": "all"})
+    with fxslots.report.recording() as records:
+        run(f, 0)
+    assert records and all(r.plan.offloaded_bytes != 0 for r in records if r.plan is not None)
