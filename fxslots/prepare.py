@@ -32,12 +32,18 @@ class Prepared:
                 f"per slot, {self.seconds:.2f} s")
 
 
-def prepare(model: Any, examples: Sequence[Any], *, slots: int = 1) -> Prepared:
+def prepare(model: Any, examples: Sequence[Any], *, slots: int = 1,
+            in_flight: bool = False) -> Prepared:
     """Run ``model`` (compiled with ``backend="fxslots"``) forward and backward on every example
     (a tuple of arguments, or one tensor), ``slots`` microbatches in flight, twice: the first
     pass compiles, sizes the arenas (largest example first, so they grow once) and warms up,
     the second captures every (shape, slot) the first could not. Gradients, buffers and random
     number generators are put back as they were: training starts where it would have.
+
+    ``in_flight=True``: ``examples`` are the microbatches of one pass of a schedule that runs
+    all their forwards, then all their backwards, in this order (GPipe's FFFFBBBB; ``slots``
+    is then their number). Each then runs only on the slot it will take in training, so each
+    slot is sized for its own microbatch, not every slot for the largest.
 
     Afterwards a capture during training is a shape ``examples`` did not cover (logged once).
     """
@@ -45,22 +51,13 @@ def prepare(model: Any, examples: Sequence[Any], *, slots: int = 1) -> Prepared:
         raise FxslotsError("fxslots.prepare got no examples; pass one argument tuple per shape "
                            "variant the training will see")
     calls = [e if isinstance(e, (tuple, list)) else (e,) for e in examples]
-    calls.sort(key=lambda args: -sum(a.numel() for a in args if isinstance(a, torch.Tensor)))
+    if not in_flight:
+        calls.sort(key=lambda args: -sum(a.numel() for a in args if isinstance(a, torch.Tensor)))
     compiles, captures, t0 = state.counters["compiles"], state.counters["captures"], \
         time.perf_counter()
     module = _module_of(model)
     with _restored(module), _preparing():
-        for _ in range(2):
-            for args in calls:
-                for first in range(slots):
-                    _in_flight(model, module, args, slots, first)
-        # A loop that drops gradients before each forward gets backwards that write them into
-        # the arena (fxslots.overlay); which loop comes is not known yet: capture those too.
-        # (A model that is no Module cannot have its gradients dropped between passes.)
-        with _gradients_in_arenas() as any_:
-            for args in calls if any_ and module is not None else ():
-                for first in range(slots):
-                    _in_flight(model, module, args, slots, first)
+        _run_passes(model, module, calls, slots, in_flight)
     if any(a.is_cuda for args in calls for a in args if isinstance(a, torch.Tensor)):
         torch.cuda.synchronize()
     report = Prepared(len(calls), state.counters["compiles"] - compiles,
@@ -71,14 +68,34 @@ def prepare(model: Any, examples: Sequence[Any], *, slots: int = 1) -> Prepared:
     return report
 
 
-def _in_flight(model: Any, module: torch.nn.Module | None, args: Sequence[Any], slots: int,
-               first: int) -> None:
-    """``slots`` forwards, then their backwards, ``first`` first: every slot runs this shape
-    forward, and the slot ``first`` runs the backward that returns gradients (no ``.grad``
-    yet); the others run the one that adds into ``.grad``."""
+def _run_passes(model: Any, module: torch.nn.Module | None, calls: list, slots: int,
+                in_flight: bool) -> None:
+    """Twice (compile and warm up, then capture), every backward graph a slot can run: the
+    one that returns gradients (no ``.grad`` yet) and the one that adds into ``.grad``."""
+    def one_pass() -> None:
+        groups = [calls] if in_flight else [[args] * slots for args in calls]
+        for group in groups:
+            for first in range(len(group)):
+                _in_flight(model, module, group, first)
+
+    for _ in range(2):
+        one_pass()
+    # A loop that drops gradients before each forward gets backwards that write them into
+    # the arena (fxslots.overlay); which loop comes is not known yet: capture those too.
+    # (A model that is no Module cannot have its gradients dropped between passes.)
+    with _gradients_in_arenas() as any_:
+        if any_ and module is not None:
+            one_pass()
+
+
+def _in_flight(model: Any, module: torch.nn.Module | None, group: list, first: int) -> None:
+    """Every forward of ``group`` (argument tuples, in flight together) in order, then the
+    backwards, ``first``'s first: it returns its gradients (no ``.grad`` yet), the others add
+    into them. The forwards alone decide which slot each takes; the backwards' order moves
+    nothing, so rotating ``first`` gives every slot both backward graphs."""
     if module is not None:
         module.zero_grad(set_to_none=True)
-    outs = [model(*args) for _ in range(slots)]
+    outs = [model(*args) for args in group]
     outs.insert(0, outs.pop(first))
     for out in outs:
         leaves = [o for o in _tensors(out) if o.requires_grad]

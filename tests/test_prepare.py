@@ -77,3 +77,39 @@ def test_a_capture_in_training_names_prepare_once(stand_in_graphs, caplog):  # n
 def test_prepare_refuses_no_examples():
     with pytest.raises(fxslots.FxslotsError, match="no examples"):
         fxslots.prepare(torch.compile(nn.Linear(4, 4), backend="fxslots"), [])
+
+
+def test_prepare_in_flight_sizes_each_slot_for_its_own_microbatch(stand_in_graphs):  # noqa: F811
+    """GPipe order (all forwards, then all backwards) of four shapes on four slots: prepared
+    as listed, each slot holds its own microbatch's bytes (the default prepare grows every slot
+    to the largest), and training in that order then captures and grows nothing, with the
+    gradients of eager."""
+    def arenas(c, xs, **kw):
+        fxslots.reset()
+        report = fxslots.prepare(c, xs, slots=4, **kw)
+        return report, [s.nbytes for r in fxslots.regions() for s in r.ring.slots]
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.Tanh(), nn.Linear(32, 16))
+    ref = copy.deepcopy(model)
+    xs = [torch.randn(rows, 16) for rows in (4, 8, 12, 16)]
+    _, every = arenas(torch.compile(copy.deepcopy(model), backend="fxslots",
+                                    options={"slots": 4}), xs)
+    assert len(set(every)) == 1, every
+    torch.compiler.reset()
+    c = torch.compile(model, backend="fxslots", options={"slots": 4})
+    report, own = arenas(c, xs, in_flight=True)
+    assert own == sorted(own) and len(set(own)) == 4 and own[-1] == every[0], own
+    assert report.captures > 0
+    captures = fxslots.counters["captures"]
+    for _ in range(2):
+        model.zero_grad(set_to_none=True)
+        ref.zero_grad(set_to_none=True)
+        for m in (c, ref):
+            outs = [m(x) for x in xs]
+            for o in outs:
+                o.sum().backward()
+    assert fxslots.counters["captures"] == captures, "prepare(in_flight=True) missed a slot"
+    assert [s.nbytes for r in fxslots.regions() for s in r.ring.slots] == own
+    for a, b in zip(model.parameters(), ref.parameters(), strict=True):
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-6, atol=1e-6)

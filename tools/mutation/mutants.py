@@ -189,6 +189,12 @@ MUTANTS: tuple[Mutant, ...] = (
            "        if False:",
            "an uncaptured forward copies a user output in the slot out for the caller", "cpu",
            (f"{STAND_IN}::test_a_saved_user_output_is_written_in_the_slot_and_copied_out_once",)),
+    Mutant("prepare-in-flight-runs-every-slot", "fxslots/prepare.py",
+           "        groups = [calls] if in_flight else [[args] * slots for args in calls]",
+           "        groups = [[args] * slots for args in calls]",
+           "prepare(in_flight=True) runs each microbatch on the slot it takes in training only",
+           "cpu", ("tests/test_prepare.py::"
+                   "test_prepare_in_flight_sizes_each_slot_for_its_own_microbatch",)),
     Mutant("replay-skips-write-back", EXECUTOR,
            "        write_back(args, cap.writeback)\n",
            "        pass\n",
