@@ -343,3 +343,29 @@ def test_a_gradient_that_is_a_saved_tensor_outlives_the_slot_on_cuda(kernels):
     assert fxslots.counters["captures"] > 0
     for step, (got, want) in enumerate(held):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5, msg=f"step {step}")
+
+
+def test_prepare_in_flight_gives_each_microbatch_its_own_slot_on_cuda():
+    """GPipe order over the four shapes, one microbatch each: after
+    ``prepare(in_flight=True)`` each arena holds its own microbatch's bytes (the default
+    prepare grows all four to the largest), and training in that order replays without a
+    capture, with eager's gradients (tests/test_prepare.py runs the same under the stand-in)."""
+    eager, ours = make_model(), make_model()
+    f = torch.compile(ours, backend="fxslots", options={"slots": 4})
+    xs = [inputs()[s][0] for s in SEQS]
+    report = fxslots.prepare(f, xs, in_flight=True)
+    (region,) = fxslots.regions()
+    sizes = [s.nbytes for s in region.ring.slots]
+    assert sizes == sorted(sizes) and len(set(sizes)) == 4, sizes
+    assert report.captures > 0
+    captures = fxslots.counters["captures"]
+    for _ in range(2):
+        eager.zero_grad(set_to_none=True)
+        ours.zero_grad(set_to_none=True)
+        for m in (eager, f):
+            outs = [m(x) for x in xs]
+            for o in outs:
+                o.float().square().mean().backward()
+    assert fxslots.counters["captures"] == captures, "prepare(in_flight=True) missed a slot"
+    assert [s.nbytes for s in region.ring.slots] == sizes
+    _compare(eager, ours, torch.float32)
