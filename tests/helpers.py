@@ -48,6 +48,18 @@ def schedule_1f1b(n, k):
     return ops
 
 
+def gpipe_steps(models, xs, steps=2):
+    """``steps`` steps of each of ``models`` (modules or compiled ones, each with its own
+    parameters) in GPipe order: every forward of ``xs``, then every backward; gradients
+    dropped before each step (``zero_grad(set_to_none=True)``)."""
+    for _ in range(steps):
+        for m in models:
+            getattr(m, "_orig_mod", m).zero_grad(set_to_none=True)
+            outs = [m(x) for x in xs]
+            for o in outs:
+                loss_of(o).backward()
+
+
 def loss_of(out):
     return out.float().square().mean() if out.is_floating_point() else out.sum()
 

@@ -9,7 +9,7 @@ import torch
 
 import fxslots
 from examples.models import MLP
-from tests.helpers import schedule_1f1b, schedule_ffbb
+from tests.helpers import gpipe_steps, schedule_1f1b, schedule_ffbb
 
 pytestmark = pytest.mark.cuda
 
@@ -359,13 +359,7 @@ def test_prepare_in_flight_gives_each_microbatch_its_own_slot_on_cuda():
     assert sizes == sorted(sizes) and len(set(sizes)) == 4, sizes
     assert report.captures > 0
     captures = fxslots.counters["captures"]
-    for _ in range(2):
-        eager.zero_grad(set_to_none=True)
-        ours.zero_grad(set_to_none=True)
-        for m in (eager, f):
-            outs = [m(x) for x in xs]
-            for o in outs:
-                o.float().square().mean().backward()
+    gpipe_steps((eager, f), xs)
     assert fxslots.counters["captures"] == captures, "prepare(in_flight=True) missed a slot"
     assert [s.nbytes for s in region.ring.slots] == sizes
     _compare(eager, ours, torch.float32)

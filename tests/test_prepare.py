@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 import fxslots
-from tests.helpers import schedule_ffbb
+from tests.helpers import gpipe_steps, schedule_ffbb
 from tests.test_graph_executor_cpu import _StandInGraph, stand_in_graphs  # noqa: F401
 
 
@@ -102,13 +102,7 @@ def test_prepare_in_flight_sizes_each_slot_for_its_own_microbatch(stand_in_graph
     assert own == sorted(own) and len(set(own)) == 4 and own[-1] == every[0], own
     assert report.captures > 0
     captures = fxslots.counters["captures"]
-    for _ in range(2):
-        model.zero_grad(set_to_none=True)
-        ref.zero_grad(set_to_none=True)
-        for m in (c, ref):
-            outs = [m(x) for x in xs]
-            for o in outs:
-                o.sum().backward()
+    gpipe_steps((c, ref), xs)
     assert fxslots.counters["captures"] == captures, "prepare(in_flight=True) missed a slot"
     assert [s.nbytes for r in fxslots.regions() for s in r.ring.slots] == own
     for a, b in zip(model.parameters(), ref.parameters(), strict=True):
