@@ -48,16 +48,14 @@ def schedule_1f1b(n, k):
     return ops
 
 
-def gpipe_steps(models, xs, steps=2):
-    """``steps`` steps of each of ``models`` (modules or compiled ones, each with its own
-    parameters) in GPipe order: every forward of ``xs``, then every backward; gradients
-    dropped before each step (``zero_grad(set_to_none=True)``)."""
-    for _ in range(steps):
-        for m in models:
-            getattr(m, "_orig_mod", m).zero_grad(set_to_none=True)
-            outs = [m(x) for x in xs]
-            for o in outs:
-                loss_of(o).backward()
+def play(f, xs, schedule):
+    """Run ``schedule`` (("F", i) / ("B", i) pairs) on ``f`` over the inputs ``xs``."""
+    pending = {}
+    for op, i in schedule:
+        if op == "F":
+            pending[i] = f(xs[i])
+        else:
+            loss_of(pending.pop(i)).backward()
 
 
 def loss_of(out):

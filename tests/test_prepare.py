@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 import fxslots
-from tests.helpers import gpipe_steps, schedule_ffbb
+from tests.helpers import play, schedule_ffbb
 from tests.test_graph_executor_cpu import _StandInGraph, stand_in_graphs  # noqa: F401
 
 
@@ -102,7 +102,11 @@ def test_prepare_in_flight_sizes_each_slot_for_its_own_microbatch(stand_in_graph
     assert own == sorted(own) and len(set(own)) == 4 and own[-1] == every[0], own
     assert report.captures > 0
     captures = fxslots.counters["captures"]
-    gpipe_steps((c, ref), xs)
+    for _ in range(2):
+        for m in (model, ref):
+            m.zero_grad(set_to_none=True)
+        play(c, xs, schedule_ffbb(len(xs)))
+        play(ref, xs, schedule_ffbb(len(xs)))
     assert fxslots.counters["captures"] == captures, "prepare(in_flight=True) missed a slot"
     assert [s.nbytes for r in fxslots.regions() for s in r.ring.slots] == own
     for a, b in zip(model.parameters(), ref.parameters(), strict=True):

@@ -11,7 +11,8 @@ The repository (tracked files and untracked ones git does not ignore) is copied 
 directory once; each mutant rewrites one file there, runs ``pytest -x`` on its tests with that
 copy first on the path (and on PYTHONPATH, so subprocesses started by the tests import the
 mutant too), and puts the file back. Each run is a process forked from a fork server that has
-imported torch, Dynamo and pytest once (``PRELOAD``), never fxslots or the tests. With ``--jobs N`` there are N copies, each running one mutant at a time
+imported torch, Dynamo and pytest once (``PRELOAD``), never fxslots or the tests. With
+``--jobs N`` there are N copies, each running one mutant at a time
 (a mutant rewrites a file of its copy, so copies are never shared). First the unmutated copy
 runs every selected test: a mutant is only "killed" if its tests pass without it.
 
@@ -121,7 +122,8 @@ def _pytest_in_fork(copy: str, args: list[str], log: str) -> None:
 
     code = int(_pytest.main(args))
     where = getattr(sys.modules.get("fxslots"), "__file__", copy)
-    if not where.startswith(copy):  # then no result here means anything
+    # With a separator: the copy repo1 must not accept repo10's fxslots.
+    if where != copy and not where.startswith(os.path.join(copy, "")):  # else nothing counts
         print(f"mutation: the tests imported fxslots from {where!r}, not {copy}")
         code = _WRONG_IMPORT
     sys.stdout.flush()
