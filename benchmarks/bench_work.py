@@ -201,13 +201,12 @@ def fxslots_counter(name: str) -> int:
     return int(fxslots.counters[name])
 
 
-def _layout_figures() -> list[dict[str, int]]:
-    """Per (variant, concrete shape) that ran: its plan's byte figures, evaluated."""
-    import fxslots
+def _layout_figures(regions) -> list[dict[str, int]]:
+    """Per (variant, concrete shape) of ``regions`` that ran: its plan's byte figures."""
     from fxslots.schemas import evaluate
 
     out = []
-    for region in fxslots.regions():
+    for region in regions:
         for v in region.live_variants():
             for lay in v.layouts.values():
                 named = dict(lay.key)
@@ -218,13 +217,15 @@ def _layout_figures() -> list[dict[str, int]]:
     return out
 
 
-def fxslots_figures() -> dict[str, Any]:
+def fxslots_figures(regions=None) -> dict[str, Any]:
     """Captures, slot bytes, the copy-free fraction of saved bytes, and bytes copied (saved
-    values and staged inputs) and offloaded per forward (the largest variant's)."""
+    values and staged inputs) and offloaded per forward (the largest variant's), over
+    ``regions`` (default: every live one; the counters are the process's)."""
     import fxslots
 
-    lays = _layout_figures()
-    slots = [s.nbytes for r in fxslots.regions() for s in r.ring.slots]
+    regions = fxslots.regions() if regions is None else regions
+    lays = _layout_figures(regions)
+    slots = [s.nbytes for r in regions for s in r.ring.slots]
     saved = sum(x["slot_bytes"] for x in lays)
     return dict(captures=fxslots_counter("captures"), compiles=fxslots_counter("compiles"),
                 recaptures=fxslots_counter("recaptures"),

@@ -73,10 +73,14 @@ def _case(model: str, schedule: str, backend: str, smoke: bool, options: dict):
 
 def paired(model: str, schedule: str, backends: list[str], reps: int, steps: int,
            smoke: bool = False) -> dict:
-    cases = {}
+    cases, plans = {}, {}
     for b in backends:
         backend, own_schedule, options = parse_backend(b)
+        before = {id(r) for r in _regions()}
         cases[b] = _case(model, own_schedule or schedule, backend, smoke, options)
+        if backend == "fxslots":  # its own regions' plans: what offload chose, the copies
+            plans[b] = bench_work.fxslots_figures(
+                [r for r in _regions() if id(r) not in before])
     ms: dict[str, list[float]] = {b: [] for b in backends}
     for r in range(reps):
         order = backends if r % 2 == 0 else backends[::-1]  # neither always goes first
@@ -86,7 +90,7 @@ def paired(model: str, schedule: str, backends: list[str], reps: int, steps: int
     base = backends[-1]
     out = {"model": model, "schedule": schedule, "reps": reps, "steps": steps,
            "torch": torch.__version__, "ms_per_step": ms, "base": base, "ratios": {},
-           "max_grad_err": {}}
+           "max_grad_err": {}, "plans": plans, "link_bytes_per_s": _links()}
     for b in backends:
         ratios = sorted(a / c for a, c in zip(ms[b], ms[base], strict=True))
         out["ratios"][b] = {"median": statistics.median(ratios), "min": ratios[0],
@@ -96,18 +100,38 @@ def paired(model: str, schedule: str, backends: list[str], reps: int, steps: int
     return out
 
 
+def _regions() -> list:
+    import fxslots
+
+    return fxslots.regions()
+
+
+def _links() -> dict:
+    """The host link fxslots measured, per CUDA device (offload="auto" plans with it)."""
+    from fxslots import costs
+
+    return {str(k): v for k, v in costs._LINK.items()}
+
+
 def table(res: dict) -> str:
     w = max(16, *map(len, res["ms_per_step"]))
     lines = [f"{res['model']} {res['schedule']}: {res['reps']} interleaved repetitions of "
              f"{res['steps']} steps; ratio to {res['base']}, pair by pair",
              f"{'backend':<{w}} | ms/step median [min-max] | x {res['base']} median [min-max] "
-             f"| grad err"]
+             f"| grad err | offloaded MiB/fwd"]
     for b, ms in res["ms_per_step"].items():
         r = res["ratios"][b]
         lines.append(f"{b:<{w}} | {statistics.median(ms):6.2f} [{min(ms):.2f}-{max(ms):.2f}]"
                      f"{'':<7} | {r['median']:.3f} [{r['min']:.3f}-{r['max']:.3f}]{'':<9} "
-                     f"| {res['max_grad_err'][b]:.1e}")
+                     f"| {res['max_grad_err'][b]:.1e}  | {_offloaded(res, b)}")
+    if res.get("link_bytes_per_s"):
+        lines.append(f"host link measured: {res['link_bytes_per_s']} B/s")
     return "\n".join(lines)
+
+
+def _offloaded(res: dict, b: str) -> str:
+    plan = res.get("plans", {}).get(b)
+    return "-" if plan is None else f"{plan['offloaded_bytes_per_forward'] / 2**20:.1f}"
 
 
 def main() -> None:
