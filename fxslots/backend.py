@@ -189,7 +189,7 @@ class _Compiler:
         staged = collect_inputs(fw, static) if graphs else ()
         offload = {}
         if self.options.offload != "none":
-            ctx = OffloadContext.of(saved, fw, self.bw_module, self.caps)
+            ctx = OffloadContext.of(saved, fw, self.bw_module, self.caps, len(self.region.variants))
             offload = choose_offload(self.options.offload, saved, ctx)
         plan = observe("plan_arena", plan_arena, saved, alignment=self.options.alignment,
                        copy_free=self.options.copy_free, staged_inputs=staged,

@@ -8,7 +8,8 @@ slot), or a callable over a ``SavedTensor`` (offload a group when it is true for
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import sympy
@@ -21,6 +22,7 @@ from .geometry import evaluate, symbol_values
 from .passes.plan import copied_whole
 from .schemas import SavedSet, Source
 
+log = logging.getLogger(__name__)
 Decisions = dict[int, tuple[bool, str]]
 
 
@@ -34,10 +36,13 @@ class OffloadContext:
     produced_at: dict[int, float]  # group -> estimated forward time when its producer ends
     sizes: dict[int, int]  # group -> bytes at the shape being compiled (its size hints)
     needed_at: dict[int, float]  # group -> estimated backward time when its first reader starts
+    hints: dict = field(default_factory=dict)  # shape symbol -> the value being compiled for
+    shape_env: Any = None  # where auto's bounds become guards (None: static shapes)
+    may_bound: bool = False  # whether one more compile of this frame stays in Dynamo's limit
 
     @classmethod
     def of(cls, saved: SavedSet, fw: fx.GraphModule, bw: fx.GraphModule,
-           caps: DeviceCaps) -> "OffloadContext":
+           caps: DeviceCaps, graphs_so_far: int = 0) -> "OffloadContext":
         t, produced = 0.0, {}
         owner = {name: g.id for g in saved.groups
                  for name in (*g.members, *([g.root.name] if g.root else []))}
@@ -54,7 +59,10 @@ class OffloadContext:
         hints = _hints(fw)
         sizes = {g.id: int(g.nbytes.xreplace(hints)) if g.nbytes.free_symbols <= set(hints)
                  else group_bytes(saved, g.nbytes, largest=True) for g in saved.groups}
-        return cls(caps, t, back, produced, sizes, needed)
+        env = _torch.shape_env_of([p.meta.get("val")
+                                   for p in fw.graph.find_nodes(op="placeholder")])
+        return cls(caps, t, back, produced, sizes, needed, hints, env,
+                   graphs_so_far < _torch.recompile_limit() // 2)
 
 
 def _hints(fw: fx.GraphModule) -> dict:
@@ -209,4 +217,33 @@ def offload_window(spec: Any, sizes: list[int]) -> int:
 
 def choose_offload(spec: Any, saved: SavedSet, ctx: OffloadContext) -> Decisions:
     policy, arg = parse_offload(spec)
-    return policy(saved, arg, ctx)
+    decisions = policy(saved, arg, ctx)
+    if policy is offload_auto:
+        bound_to_hints(saved, decisions, ctx)
+    return decisions
+
+
+def bound_to_hints(saved: SavedSet, decisions: Decisions, ctx: OffloadContext) -> None:
+    """Auto's choice holds up to the shape it was timed at: a larger one moves more bytes
+    under compute that grows less (each kernel's fixed cost), so the copies stop hiding (H200
+    run 27c: planned at sequence 256 and run at 512, 148 MiB a forward, 1.27x no offload).
+    So a dynamic graph with groups offloaded is guarded on its sizes being at most those it
+    was planned at: Dynamo compiles a larger shape again, and auto plans it at its own size.
+    Within half Dynamo's recompile limit; past it, the plan stands, with a warning."""
+    chosen = [g for g in saved.groups if decisions.get(g.id, (False, ""))[0]]
+    symbols = sorted({s for g in chosen for s in g.nbytes.free_symbols if s in ctx.hints}, key=str)
+    if not symbols or ctx.shape_env is None:
+        return
+    at = ", ".join(f"{s}={ctx.hints[s]}" for s in symbols)
+    if not ctx.may_bound:
+        log.warning("fxslots: offload='auto' planned this graph at %s and it will run larger "
+                    "shapes too, where its copies may not hide (Dynamo's recompile limit is "
+                    "near); fxslots.prepare(model, examples) compiles the largest first", at)
+        return
+    for s in symbols:
+        _torch.guard_at_most(ctx.shape_env, s, ctx.hints[s])
+    log.info("offload='auto' planned at %s: this graph runs shapes up to those; a larger one "
+             "compiles again", at)
+    for g in chosen:
+        took, why = decisions[g.id]
+        decisions[g.id] = (took, f"{why} (planned at {at}; larger shapes compile again)")

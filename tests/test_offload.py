@@ -79,6 +79,41 @@ def test_auto_says_why_for_every_group():
     assert moved and all("auto:" in p.reason and "GB/s" in p.reason for p in moved)
 
 
+def test_auto_under_dynamic_shapes_compiles_again_for_a_larger_shape():
+    """Auto's choice holds up to the shape it was timed at; a larger one moves more bytes under
+    compute that grows less (H200 run 27c: planned at sequence 256, run at 512, 1.27x no
+    offload). A dynamic graph with groups offloaded is guarded on its sizes: smaller shapes
+    reuse it, a larger one compiles again and is planned at its own size. Gradients stay
+    eager's throughout; a policy that times nothing ("all") adds no guard."""
+    cfg = SIZES["llama-tiny"]
+    torch.manual_seed(0)
+    model = Llama(cfg)
+    eager = copy.deepcopy(model)
+    c = torch.compile(model, backend="fxslots", dynamic=True,
+                      options={"offload": "auto", "link_bandwidth": 1e18})
+    compiles = []
+    with fxslots.report.recording() as records:
+        for seq in (32, 16, 24, 48, 40):
+            args = batch(cfg, 2, seq)
+            c(*args).backward()
+            eager(*args).backward()
+            compiles.append(fxslots.counters["compiles"])
+    assert compiles[0] == compiles[2] and compiles[3] > compiles[2] and compiles[4] == compiles[3]
+    for a, b in zip(model.parameters(), eager.parameters(), strict=True):
+        assert torch.equal(a.grad, b.grad)
+    (first, *_) = [g for g in records if g.plan is not None]
+    moved = [p for p in first.plan.placements if p.write is Write.OFFLOAD]
+    assert moved and all("=32" in p.reason and "larger shapes compile again" in p.reason
+                         for p in moved)
+    fxslots.reset()
+    c = torch.compile(copy.deepcopy(eager), backend="fxslots", dynamic=True,
+                      options={"offload": "all"})
+    for seq in (32, 48):
+        c(*batch(cfg, 2, seq)).backward()
+        compiles.append(fxslots.counters["compiles"])
+    assert compiles[-1] == compiles[-2]
+
+
 def test_auto_leaves_groups_too_small_to_pay_for_their_copy(monkeypatch):
     """Each copy costs a fixed time besides its bytes (a copy node in the captured graph and
     the copy engine's setup: ``DeviceCaps.copy_latency``, 8 us on CUDA). On llama-small auto

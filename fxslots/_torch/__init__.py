@@ -33,6 +33,8 @@ __all__ = [
     "end_allocate_to_pool",
     "keep_graph",
     "symbol_guards",
+    "guard_at_most",
+    "recompile_limit",
     "saved_tensors_watched",
     "storage_alias",
     "shape_env_of",
@@ -285,7 +287,7 @@ from .autograd import (  # noqa: E402
     saved_tensors_watched,
 )
 from .compiling import is_dynamo_signal, real_tensors  # noqa: E402
-from .shapes import symbol_guards, symbol_range  # noqa: E402
+from .shapes import guard_at_most, recompile_limit, symbol_guards, symbol_range  # noqa: E402
 from .inductor import (  # noqa: E402 - below the helpers they use
     inductor_compile,
     inductor_decompositions,

@@ -17,3 +17,18 @@ def symbol_range(shape_env: Any, symbol: Any) -> tuple[int, int | None]:
     lo = int(r.lower) if r is not None and r.lower.is_Integer else 0
     hi = int(r.upper) if r is not None and r.upper.is_Integer else None
     return lo, hi
+
+
+def guard_at_most(shape_env: Any, symbol: Any, value: int) -> None:
+    """Guard the graph being compiled on ``symbol <= value``: Dynamo compiles it again for a
+    larger value (guards a backend adds while compiling are installed with Dynamo's own)."""
+    import sympy
+
+    shape_env.evaluate_expr(sympy.Le(symbol, value))
+
+
+def recompile_limit() -> int:
+    """How many graphs Dynamo compiles for one frame before it runs the frame eagerly."""
+    import torch._dynamo.config as config
+
+    return int(getattr(config, "recompile_limit", getattr(config, "cache_size_limit", 8)))

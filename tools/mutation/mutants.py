@@ -459,6 +459,13 @@ MUTANTS: tuple[Mutant, ...] = (
            "cpu",
            ("tests/test_offload.py::"
             "test_reloads_fit_when_one_queue_ends_each_before_it_is_needed",)),
+    Mutant("auto-not-bounded-to-its-shape", OFFLOADING,
+           "        _torch.guard_at_most(ctx.shape_env, s, ctx.hints[s])\n",
+           "        pass\n",
+           "a dynamic graph auto offloads from runs shapes up to the one it was planned at",
+           "cpu",
+           ("tests/test_offload.py::"
+            "test_auto_under_dynamic_shapes_compiles_again_for_a_larger_shape",)),
     Mutant("auto-offloads-groups-too-small", COSTS,
            "return nbytes >= self.copy_latency * self.link",
            "return True",
