@@ -79,9 +79,12 @@ class Region:
         buffer, the .grad an accumulating backward adds into) at another address than at
         capture, so it captures again: harmless while training warms up (the first .grad
         buffers), a capture's cost per step if it repeats. Counted
-        (``fxslots.counters["recaptures"]``); the third time one graph does it, a warning."""
+        (``fxslots.counters["recaptures"]``); the third time one graph does it in training
+        (not inside ``fxslots.prepare``), a warning."""
         state.counters["recaptures"] += 1
-        self._recaptures[key] += 1
+        # fxslots.prepare drops and regrows .grad between its passes: moves the loop never made
+        if not state.preparing:
+            self._recaptures[key] += 1
         if self.noted_recapture or self._recaptures[key] < RECAPTURES_NOTED:
             log.info("%s: argument %d moved since capture; capturing again", self.ring.name,
                      argument)

@@ -466,6 +466,13 @@ MUTANTS: tuple[Mutant, ...] = (
            "cpu",
            ("tests/test_offload.py::"
             "test_auto_under_dynamic_shapes_compiles_again_for_a_larger_shape",)),
+    Mutant("prepare-recaptures-warn", REGION,
+           "        if not state.preparing:\n            self._recaptures[key] += 1\n",
+           "        if True:\n            self._recaptures[key] += 1\n",
+           "recaptures inside fxslots.prepare do not count toward the moving-argument warning",
+           "cpu",
+           ("tests/test_prepare.py::"
+            "test_prepares_own_grad_moves_do_not_count_toward_the_recapture_warning",)),
     Mutant("auto-offloads-groups-too-small", COSTS,
            "return nbytes >= self.copy_latency * self.link",
            "return True",

@@ -241,7 +241,8 @@ class GraphExecutor:
             variant.region.noted_capture = True
             log.warning("fxslots: %s captured a CUDA graph for a shape or slot it had not seen "
                         "(%s) while training; fxslots.prepare(model, examples) captures every "
-                        "shape up front", variant.name, key.direction.value)
+                        "shape up front (with in_flight=True, microbatches in flight as a "
+                        "GPipe pass holds them)", variant.name, key.direction.value)
         cap = self._describe(graph, outs, key, slot, gargs, stage, nargs)
         del outs  # pool outputs die here; their bytes may serve later captures as scratch
         self.graphs[key] = cap
