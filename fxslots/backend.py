@@ -96,6 +96,7 @@ class _Compiler:
         self.variant: Variant | None = None
         self.record: CompiledGraphs | None = None
         self.caps = None  # the device's rates, for offload planning
+        self.commit_offload = lambda: None  # auto's guards, once its plan is accepted
 
     def partition(self, joint: fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int,
                   **kwargs: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
@@ -177,6 +178,7 @@ class _Compiler:
     def _variant(self, fw, plan, binder, device, graphs, static, example_inputs) -> Variant:
         anchor = next((i for i in static if i < len(example_inputs)
                        and isinstance(example_inputs[i], torch.Tensor)), None)
+        self.commit_offload()  # the plan is accepted: auto's guards go in with the graph
         region = self.region
         variant = Variant(name=f"v{len(region.variants)}", region=region, device=device,
                           plan=plan, binder=binder, forward_graph=fw, anchor_index=anchor,
@@ -189,8 +191,8 @@ class _Compiler:
         staged = collect_inputs(fw, static) if graphs else ()
         offload = {}
         if self.options.offload != "none":
-            ctx = OffloadContext.of(saved, fw, self.bw_module, self.caps, len(self.region.variants))
-            offload = choose_offload(self.options.offload, saved, ctx)
+            ctx = OffloadContext.of(saved, fw, self.bw_module, self.caps)
+            offload, self.commit_offload = choose_offload(self.options.offload, saved, ctx)
         plan = observe("plan_arena", plan_arena, saved, alignment=self.options.alignment,
                        copy_free=self.options.copy_free, staged_inputs=staged,
                        offload=offload, outputs_copied=graphs, summary=_plan_summary)

@@ -42,7 +42,7 @@ class OffloadContext:
 
     @classmethod
     def of(cls, saved: SavedSet, fw: fx.GraphModule, bw: fx.GraphModule,
-           caps: DeviceCaps, graphs_so_far: int = 0) -> "OffloadContext":
+           caps: DeviceCaps) -> "OffloadContext":
         t, produced = 0.0, {}
         owner = {name: g.id for g in saved.groups
                  for name in (*g.members, *([g.root.name] if g.root else []))}
@@ -61,8 +61,9 @@ class OffloadContext:
                  else group_bytes(saved, g.nbytes, largest=True) for g in saved.groups}
         env = _torch.shape_env_of([p.meta.get("val")
                                    for p in fw.graph.find_nodes(op="placeholder")])
+        # Dynamo counts every compile of the frame (fallbacks, grad modes...) toward its limit
         return cls(caps, t, back, produced, sizes, needed, hints, env,
-                   graphs_so_far < _torch.recompile_limit() // 2)
+                   _torch.frame_compiles() < _torch.recompile_limit() // 2)
 
 
 def _hints(fw: fx.GraphModule) -> dict:
@@ -215,35 +216,45 @@ def offload_window(spec: Any, sizes: list[int]) -> int:
     return max(2 * max(sizes, default=0), WINDOW_FLOOR)
 
 
-def choose_offload(spec: Any, saved: SavedSet, ctx: OffloadContext) -> Decisions:
+def choose_offload(spec: Any, saved: SavedSet, ctx: OffloadContext
+                   ) -> tuple[Decisions, Callable[[], None]]:
+    """The policy's decisions, and what to run once the plan they went into is accepted (auto's
+    guards: a graph that falls back offloads nothing and must not be guarded)."""
     policy, arg = parse_offload(spec)
     decisions = policy(saved, arg, ctx)
-    if policy is offload_auto:
-        bound_to_hints(saved, decisions, ctx)
-    return decisions
+    bounds = bound_to_hints(saved, decisions, ctx) if policy is offload_auto else ()
+
+    def commit() -> None:
+        for s, hint in bounds:
+            _torch.guard_at_most(ctx.shape_env, s, hint)
+    return decisions, commit
 
 
-def bound_to_hints(saved: SavedSet, decisions: Decisions, ctx: OffloadContext) -> None:
+def bound_to_hints(saved: SavedSet, decisions: Decisions, ctx: OffloadContext) -> tuple:
     """Auto's choice holds up to the shape it was timed at: a larger one moves more bytes
     under compute that grows less (each kernel's fixed cost), so the copies stop hiding (H200
     run 27c: planned at sequence 256 and run at 512, 148 MiB a forward, 1.27x no offload).
-    So a dynamic graph with groups offloaded is guarded on its sizes being at most those it
-    was planned at: Dynamo compiles a larger shape again, and auto plans it at its own size.
-    Within half Dynamo's recompile limit; past it, the plan stands, with a warning."""
+    So a dynamic graph with groups offloaded is to be guarded on its sizes being at most those
+    it was planned at: Dynamo compiles a larger shape again, and auto plans it at its own size.
+    Returns those (symbol, hint) bounds. None within a range the user gave
+    (``mark_dynamic(..., max=)``: a guard below it would fail the compile) or past half
+    Dynamo's recompile limit: the plan stands there, with a warning."""
     chosen = [g for g in saved.groups if decisions.get(g.id, (False, ""))[0]]
     symbols = sorted({s for g in chosen for s in g.nbytes.free_symbols if s in ctx.hints}, key=str)
     if not symbols or ctx.shape_env is None:
-        return
+        return ()
     at = ", ".join(f"{s}={ctx.hints[s]}" for s in symbols)
-    if not ctx.may_bound:
+    ranged = _torch.declares_ranges()
+    if ranged or not ctx.may_bound:
+        why = ("an input has a size range of its own (mark_dynamic min/max)" if ranged
+               else "Dynamo's recompile limit is near")
         log.warning("fxslots: offload='auto' planned this graph at %s and it will run larger "
-                    "shapes too, where its copies may not hide (Dynamo's recompile limit is "
-                    "near); fxslots.prepare(model, examples) compiles the largest first", at)
-        return
-    for s in symbols:
-        _torch.guard_at_most(ctx.shape_env, s, ctx.hints[s])
+                    "shapes too, where its copies may not hide (%s); fxslots.prepare(model, "
+                    "examples) compiles the largest first, or give offload a budget", at, why)
+        return ()
     log.info("offload='auto' planned at %s: this graph runs shapes up to those; a larger one "
              "compiles again", at)
     for g in chosen:
         took, why = decisions[g.id]
         decisions[g.id] = (took, f"{why} (planned at {at}; larger shapes compile again)")
+    return tuple((s, ctx.hints[s]) for s in symbols)

@@ -101,10 +101,11 @@ def test_auto_under_dynamic_shapes_compiles_again_for_a_larger_shape():
     assert compiles[0] == compiles[2] and compiles[3] > compiles[2] and compiles[4] == compiles[3]
     for a, b in zip(model.parameters(), eager.parameters(), strict=True):
         assert torch.equal(a.grad, b.grad)
-    (first, *_) = [g for g in records if g.plan is not None]
-    moved = [p for p in first.plan.placements if p.write is Write.OFFLOAD]
-    assert moved and all("=32" in p.reason and "larger shapes compile again" in p.reason
-                         for p in moved)
+    planned = [g for g in records if g.plan is not None]
+    for g, seq in zip(planned, (32, 48), strict=True):  # the larger shape planned at its own
+        moved = [p for p in g.plan.placements if p.write is Write.OFFLOAD]
+        assert moved and all(f"={seq}" in p.reason and "larger shapes compile again" in p.reason
+                             for p in moved)
     fxslots.reset()
     c = torch.compile(copy.deepcopy(eager), backend="fxslots", dynamic=True,
                       options={"offload": "all"})
@@ -112,6 +113,31 @@ def test_auto_under_dynamic_shapes_compiles_again_for_a_larger_shape():
         c(*batch(cfg, 2, seq)).backward()
         compiles.append(fxslots.counters["compiles"])
     assert compiles[-1] == compiles[-2]
+
+
+def test_auto_leaves_a_range_the_user_gave_unguarded(caplog):
+    """``mark_dynamic(..., min=, max=)`` asks for one graph over that range: a guard below it
+    would fail the compile (Dynamo's ConstraintViolationError). Auto plans at the shape it
+    compiles and says so; training goes on, gradients eager's, one graph for both shapes."""
+    import logging
+
+    torch.manual_seed(0)
+    model = MLP(64, 256, 4)
+    eager = copy.deepcopy(model)
+    c = torch.compile(model, backend="fxslots",
+                      options={"offload": "auto", "link_bandwidth": 1e18})
+    compiles = []
+    with caplog.at_level(logging.WARNING, logger="fxslots"):
+        for rows in (64, 96):
+            x = torch.randn(rows, 64)
+            torch._dynamo.mark_dynamic(x, 0, min=2, max=4096)
+            c(x).sum().backward()
+            eager(x).sum().backward()
+            compiles.append(fxslots.counters["compiles"])
+    assert compiles[0] == compiles[1]
+    assert [r for r in caplog.records if "a size range of its own" in r.getMessage()]
+    for a, b in zip(model.parameters(), eager.parameters(), strict=True):
+        assert torch.equal(a.grad, b.grad)
 
 
 def test_auto_leaves_groups_too_small_to_pay_for_their_copy(monkeypatch):

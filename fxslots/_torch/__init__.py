@@ -30,6 +30,7 @@ __all__ = [
     "StorageWeakRef",
     "clear_cublas_workspaces",
     "current_frame_id",
+    "frame_compiles", "declares_ranges",
     "end_allocate_to_pool",
     "keep_graph",
     "symbol_guards",
@@ -287,7 +288,8 @@ from .autograd import (  # noqa: E402
     saved_tensors_watched,
 )
 from .compiling import is_dynamo_signal, real_tensors  # noqa: E402
-from .shapes import guard_at_most, recompile_limit, symbol_guards, symbol_range  # noqa: E402
+from .shapes import declares_ranges, frame_compiles, guard_at_most, recompile_limit  # noqa: E402
+from .shapes import symbol_guards, symbol_range  # noqa: E402
 from .inductor import (  # noqa: E402 - below the helpers they use
     inductor_compile,
     inductor_decompositions,

@@ -32,3 +32,24 @@ def recompile_limit() -> int:
     import torch._dynamo.config as config
 
     return int(getattr(config, "recompile_limit", getattr(config, "cache_size_limit", 8)))
+
+
+def declares_ranges() -> bool:
+    """Whether an input of the graph being compiled has a size range its user declared
+    (``torch._dynamo.mark_dynamic(t, dim, min=, max=)``): Dynamo fails the compile when a
+    guard narrows it (ConstraintViolationError), so no guard may."""
+    import torch
+    from torch.fx.experimental.symbolic_shapes import StrictMinMaxConstraint
+
+    contexts = getattr(torch._guards.TracingContext.try_get(), "tensor_to_context", None)
+    return any(isinstance(dim, StrictMinMaxConstraint)
+               for c in (list(contexts.values()) if contexts is not None else ())
+               for dim in (getattr(c, "constraint_sizes", None) or ()))
+
+
+def frame_compiles() -> int:
+    """How many graphs Dynamo compiled for the frame being compiled before this one."""
+    import torch
+
+    compile_id = torch._guards.CompileContext.current_compile_id()
+    return 0 if compile_id is None else int(compile_id.frame_compile_id or 0)

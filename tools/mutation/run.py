@@ -154,16 +154,29 @@ def pytest(copy: Path, tests: tuple[str, ...], timeout: float,
     return proc.exitcode, out
 
 
+# A fresh run's body: pytest, then where fxslots came from (checked as a forked run checks it).
+_FRESH = ("import sys, pytest; code = int(pytest.main(sys.argv[1:])); "
+          "m = sys.modules.get('fxslots'); "
+          "print('mutation: fxslots from', getattr(m, '__file__', None)); sys.exit(code)")
+
+
 def _pytest_fresh(copy: Path, tests: tuple[str, ...], timeout: float) -> tuple[int, str]:
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=os.pathsep.join(
         [str(copy)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    # Its own session, so a timeout kills what the tests started too.
+    proc = subprocess.Popen([sys.executable, "-c", _FRESH, *_pytest_args(tests)], cwd=copy,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
     try:
-        p = subprocess.run([sys.executable, "-m", "pytest", *_pytest_args(tests)], cwd=copy,
-                           env=env, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired as e:
-        out = e.stdout or ""
-        return -1, out.decode(errors="replace") if isinstance(out, bytes) else out
-    return p.returncode, p.stdout + p.stderr
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+        return -1, proc.communicate()[0] or ""
+    where = re.search(r"^mutation: fxslots from (.*)$", out, re.M)
+    if where and where.group(1) != "None" and not where.group(1).startswith(
+            os.path.join(str(copy), "")):
+        sys.exit(f"mutation: the tests imported fxslots from {where.group(1)!r}, not {copy}")
+    return proc.returncode, out
 
 
 def classify(rc: int, out: str) -> tuple[str, str]:
