@@ -73,14 +73,16 @@ def _case(model: str, schedule: str, backend: str, smoke: bool, options: dict):
 
 def paired(model: str, schedule: str, backends: list[str], reps: int, steps: int,
            smoke: bool = False) -> dict:
+    import fxslots
+
     cases, plans = {}, {}
     for b in backends:
         backend, own_schedule, options = parse_backend(b)
-        before = {id(r) for r in _regions()}
+        before = {id(r) for r in fxslots.regions()}
         cases[b] = _case(model, own_schedule or schedule, backend, smoke, options)
         if backend == "fxslots":  # its own regions' plans: what offload chose, the copies
             plans[b] = bench_work.fxslots_figures(
-                [r for r in _regions() if id(r) not in before])
+                [r for r in fxslots.regions() if id(r) not in before])
     ms: dict[str, list[float]] = {b: [] for b in backends}
     for r in range(reps):
         order = backends if r % 2 == 0 else backends[::-1]  # neither always goes first
@@ -98,12 +100,6 @@ def paired(model: str, schedule: str, backends: list[str], reps: int, steps: int
         run, f, work, step = cases[b]
         out["max_grad_err"][b] = bench_work.grad_error(work, f, step)
     return out
-
-
-def _regions() -> list:
-    import fxslots
-
-    return fxslots.regions()
 
 
 def _links() -> dict:

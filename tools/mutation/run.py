@@ -115,21 +115,33 @@ def _pytest_in_fork(copy: str, args: list[str], log: str) -> None:
     sys.path.insert(0, copy)
     # Subprocesses the tests start import the mutant too; a stale .pyc of a rewritten file of
     # the same size and second would hide the mutant.
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        [copy] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+    os.environ["PYTHONPATH"] = _path_first(copy)
     os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
     sys.dont_write_bytecode = True
     import pytest as _pytest
 
     code = int(_pytest.main(args))
-    where = getattr(sys.modules.get("fxslots"), "__file__", copy)
-    # With a separator: the copy repo1 must not accept repo10's fxslots.
-    if where != copy and not where.startswith(os.path.join(copy, "")):  # else nothing counts
-        print(f"mutation: the tests imported fxslots from {where!r}, not {copy}")
+    wrong = _wrong_import(getattr(sys.modules.get("fxslots"), "__file__", None), copy)
+    if wrong:  # then nothing this run says counts
+        print(wrong)
         code = _WRONG_IMPORT
     sys.stdout.flush()
     sys.stderr.flush()
     sys.exit(code)  # multiprocessing's exit runs the finalizers (pools the tests left open)
+
+
+def _path_first(copy: str) -> str:
+    """PYTHONPATH with ``copy`` first."""
+    return os.pathsep.join(
+        [copy] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+
+
+def _wrong_import(where: str | None, copy: str) -> str | None:
+    """Why a run whose tests imported fxslots from ``where`` (None: not at all) tells nothing
+    of ``copy``'s mutant, or None. With a separator: the copy repo1 must not accept repo10's."""
+    if where is None or where.startswith(os.path.join(copy, "")):
+        return None
+    return f"mutation: the tests imported fxslots from {where!r}, not {copy}"
 
 
 def pytest(copy: Path, tests: tuple[str, ...], timeout: float,
@@ -161,8 +173,7 @@ _FRESH = ("import sys, pytest; code = int(pytest.main(sys.argv[1:])); "
 
 
 def _pytest_fresh(copy: Path, tests: tuple[str, ...], timeout: float) -> tuple[int, str]:
-    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=os.pathsep.join(
-        [str(copy)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=_path_first(str(copy)))
     # Its own session, so a timeout kills what the tests started too.
     proc = subprocess.Popen([sys.executable, "-c", _FRESH, *_pytest_args(tests)], cwd=copy,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -173,9 +184,9 @@ def _pytest_fresh(copy: Path, tests: tuple[str, ...], timeout: float) -> tuple[i
         os.killpg(proc.pid, 9)
         return -1, proc.communicate()[0] or ""
     where = re.search(r"^mutation: fxslots from (.*)$", out, re.M)
-    if where and where.group(1) != "None" and not where.group(1).startswith(
-            os.path.join(str(copy), "")):
-        sys.exit(f"mutation: the tests imported fxslots from {where.group(1)!r}, not {copy}")
+    wrong = where and _wrong_import(None if where[1] == "None" else where[1], str(copy))
+    if wrong:
+        sys.exit(wrong)
     return proc.returncode, out
 
 
