@@ -21,6 +21,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 CASES = ["eager", "aot_eager", "fxslots", "inductor"]  # and "fxslots+graphs"
+# A case may add fxslots options: "fxslots+graphs+offload=auto" (a value is read as JSON when
+# it parses), so two option sets profile side by side.
 
 
 def run_case(case: str, size: str, batch: int, seqs: list[int], options: dict) -> dict:
@@ -40,8 +42,11 @@ def run_case(case: str, size: str, batch: int, seqs: list[int], options: dict) -
     elif case == "aot_eager":
         f = torch.compile(m, backend="aot_eager")
     else:  # "fxslots" runs without CUDA graphs, so each kernel has its op; "fxslots+graphs" with
-        graphs = {} if case == "fxslots+graphs" else {"cudagraphs": False}
-        f = torch.compile(m, backend="fxslots", options={**graphs, **options})
+        from paired import parse_backend
+
+        _, _, own = parse_backend(case.replace("+graphs", ""))
+        graphs = {} if case.startswith("fxslots+graphs") else {"cudagraphs": False}
+        f = torch.compile(m, backend="fxslots", options={**graphs, **options, **own})
 
     def step(s):
         f(*data[s]).backward()
@@ -101,14 +106,16 @@ def family(kernel: str) -> str:
 
 def idle_time(prof, top: int = 12) -> dict:
     """Where the device waits within a profiled step: its busy time (the union of kernels,
-    copies and memsets) against the step's wall time, and the longest idle gaps, each with
+    device copies and memsets; not host-link copies) against the step's wall time, and the longest idle gaps, each with
     the host calls under way while the device waited (what the device waited for)."""
     # Kineto's events: name, device_type, start_ns and end_ns are methods.
     events = [(e.name(), e.device_type().name, e.start_ns(), e.end_ns())
               for e in prof.profiler.kineto_results.events() if e.duration_ns() > 0]
     steps = [(t0, t1) for name, dev, t0, t1 in events
              if name == "fxslots_profiled_step" and dev == "CPU"]
-    device = sorted((t0, t1, name) for name, dev, t0, t1 in events if dev == "CUDA")
+    # Host-link copies run beside compute on side streams when offloading: not compute time
+    device = sorted((t0, t1, name) for name, dev, t0, t1 in events
+                    if dev == "CUDA" and not name.startswith(("Memcpy DtoH", "Memcpy HtoD")))
     host = [(t0, t1, name) for name, dev, t0, t1 in events
             if dev == "CPU" and name != "fxslots_profiled_step"]
     wall = busy = 0
@@ -132,7 +139,15 @@ def idle_time(prof, top: int = 12) -> dict:
         rows.append({"us": ns / 1e3, "after": prev[:60], "before": nxt[:60],
                      "host": [h[2][:50] for h in under][-4:]})
     n = max(len(steps), 1)
-    return {"wall_us": wall / 1e3 / n, "busy_us": busy / 1e3 / n,
+    # Inside a captured graph the gaps are short and many: what each follows says what the
+    # compute stream waited on (a wait for a side stream shows as a gap after the kernel
+    # before the join)
+    short: dict[str, float] = {}
+    for ns, prev, *_ in gaps:
+        if ns < 100_000:
+            short[prev[:60]] = short.get(prev[:60], 0.0) + ns / 1e3 / n
+    return {"short_gaps_us_after": dict(sorted(short.items(), key=lambda kv: -kv[1])[:top]),
+            "wall_us": wall / 1e3 / n, "busy_us": busy / 1e3 / n,
             "idle_us": (wall - busy) / 1e3 / n, "gaps": rows,
             "gaps_over_20us": sum(1 for g in gaps if g[0] > 20_000) / n,
             "idle_in_gaps_over_20us": sum(g[0] for g in gaps if g[0] > 20_000) / 1e3 / n}
@@ -146,6 +161,9 @@ def idle_table(r: dict) -> str:
     for g in i["gaps"]:
         lines.append(f"  {g['us']:>8.0f} us after {g['after']!r} before {g['before']!r}; "
                      f"host in: {' > '.join(g['host'])}")
+    lines.append("gaps under 100 us, us per step by what they follow:")
+    for after, us in i.get("short_gaps_us_after", {}).items():
+        lines.append(f"  {us:>8.0f} us after {after!r}")
     return "\n".join(lines)
 
 

@@ -49,6 +49,15 @@ class DeviceCaps:
     # backward's reloads (run 21k) held reloaded bytes longer and was slower, so it is not
     # applied there.
     join_slack: float = 1.0
+    # Compute time over which joins of one side stream are made one: each join costs the
+    # compute stream 1-1.7 us in a replay even when its copy is long done, where a copy forked
+    # beside it costs 0.2-0.6 (H200 run 28e, ``benchmarks/copy_contention.py``: 36 joined
+    # copies 1.041x none, 36 joined at the end 1.017x; 144: 1.226x, 1.035x). Copies on one
+    # stream end in order, so one wait joins every copy before it; a later join holds device
+    # bytes at most ``link * join_every`` longer (16 MB at 54 GB/s and 300 us). llama-small,
+    # auto (86 MiB a forward) against none, paired (run 28f): 1.064x with a join per copy,
+    # 1.049x merged over 100 us, 1.042x over 300 us.
+    join_every: float = 0.0
 
     def transfer_seconds(self, nbytes: int) -> float:
         return self.copy_latency + nbytes / self.link
@@ -68,14 +77,15 @@ def caps_for(device: torch.device, link: float | None = None, fused: bool = Fals
              ) -> DeviceCaps:
     """H200-class figures on CUDA (measured by the project: 788 TFLOP/s bf16 matrix products,
     4.3 TB/s copies, 8 us a copy besides its bytes, 4 us at least a kernel) with the host link
-    measured once per device, unless ``link`` is given; nominal figures on CPU, where offloading is a plain copy
-    with no fixed cost. ``fused``: Inductor compiles the graphs, fusing chains of small ops
-    into one kernel, so no ATen node is charged the kernel floor (it would count launches
-    that never happen)."""
+    measured once per device, unless ``link`` is given; nominal figures on CPU, where
+    offloading is a plain copy with no fixed cost. ``fused``: Inductor compiles the graphs,
+    fusing chains of small ops into one kernel, so no ATen node is charged the kernel floor
+    (it would count launches that never happen). Joins of a side stream are merged over
+    ``join_every`` (see it)."""
     if device.type != "cuda":
         return DeviceCaps(1e11, 5e10, 2e10, link or 1e10)
     return DeviceCaps(7.0e14, 5.0e13, 4.0e12, link or measured_link(device), copy_latency=8e-6,
-                      kernel_floor=0.0 if fused else 4e-6, join_slack=1.5)
+                      kernel_floor=0.0 if fused else 4e-6, join_slack=1.5, join_every=300e-6)
 
 
 # Bytes/s no host link reaches (NVLink-C2C is 450 GB/s each way): a measurement above it timed

@@ -6,7 +6,8 @@ copies there; ``offload_wait(value, event)`` joins it, after which the value's d
 are free for later ops (the graph frees a value at its last use: this wait). Backward:
 ``reload(*members)`` allocates device memory on the compute stream, forks a host-to-device
 stream that copies the group's host span into it, and ``reload_wait(handle)`` joins it right
-before the first use and hands back the members as views of the reloaded bytes. Inside a
+before the first use and hands back the members as views of the reloaded bytes. Copies on one
+side stream end in order, so one wait can join several: the others say ``wait=False``. Inside a
 capture, the forks and joins become edges of the CUDA graph. On CPU the copies run at once.
 """
 
@@ -44,9 +45,10 @@ def offload(host: torch.Tensor, value: torch.Tensor) -> Any:
     return side.record_event()
 
 
-def offload_wait(value: torch.Tensor, event: Any) -> None:
-    """The compute stream waits for the copy of ``value``: its bytes may be reused after."""
-    if event is not None:
+def offload_wait(value: torch.Tensor, event: Any, wait: bool = True) -> None:
+    """The compute stream waits for the copy of ``value``: its bytes may be reused after.
+    ``wait=False``: the wait for a later copy on the stream, just before, joined this one."""
+    if wait and event is not None:
         torch.cuda.current_stream(value.device).wait_event(event)
 
 
@@ -77,7 +79,9 @@ def reload(device: torch.device, *members: torch.Tensor) -> Reload:
     return Reload(views, side.record_event(), buf)
 
 
-def reload_wait(handle: Reload) -> list[torch.Tensor]:
-    if handle.event is not None:
+def reload_wait(handle: Reload, wait: bool = True) -> list[torch.Tensor]:
+    """The reloaded members, once the compute stream has joined their copy (``wait=False``:
+    the wait for a later reload on the stream, just before, joined it)."""
+    if wait and handle.event is not None:
         torch.cuda.current_stream(handle.members[0].device).wait_event(handle.event)
     return handle.members

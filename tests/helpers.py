@@ -108,3 +108,13 @@ def _check(x, y, exact, atol, rtol, what):
         assert torch.equal(x, y), f"{what} differs: max {(x - y).abs().max().item()}"
     else:
         torch.testing.assert_close(x, y, atol=atol, rtol=rtol, msg=lambda m: f"{what}: {m}")
+
+
+def with_caps(monkeypatch, **fields):
+    """Compiles from here on plan with the device figures ``caps_for`` gives, but ``fields``."""
+    from dataclasses import replace
+
+    from fxslots import backend, costs
+
+    monkeypatch.setattr(backend, "caps_for", lambda device, link=None, **kw: replace(
+        costs.caps_for(device, link, **kw), **fields))

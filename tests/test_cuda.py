@@ -9,7 +9,7 @@ import torch
 
 import fxslots
 from examples.models import MLP
-from tests.helpers import play, schedule_1f1b, schedule_ffbb
+from tests.helpers import play, schedule_1f1b, schedule_ffbb, with_caps
 
 pytestmark = pytest.mark.cuda
 
@@ -225,15 +225,21 @@ def test_memory_comes_back_when_the_model_goes(how, options):
     assert [h() for h in hosts] == [None] * len(hosts)
 
 
-@pytest.mark.parametrize("offload,window", [("all", "auto"), (40_000, "auto"), ("all", 1)],
-                         ids=["all", "budget", "all-window-1"])
-def test_offload_stays_ordered_with_a_slow_side_stream(monkeypatch, offload, window):
+@pytest.mark.parametrize("offload,window,join_every", [
+    ("all", "auto", None), (40_000, "auto", None), ("all", 1, None), ("all", "auto", 1.0)],
+    ids=["all", "budget", "all-window-1", "all-joins-merged"])
+def test_offload_stays_ordered_with_a_slow_side_stream(monkeypatch, offload, window,
+                                                       join_every):
     """Issue 10's safety rule: every side-stream copy delayed by a spin kernel, under capture
     and replay; the waits must keep each copy ordered against what reads and reuses its bytes
     (a missing wait reads unfinished copies or overwrites reloads: wrong gradients). A one-byte
     window joins each copy before the next starts and reloads each group into bytes the group
-    before it has just released."""
+    before it has just released. With every join of a graph merged into one wait, the waits
+    that do not wait rely on that one, for the last copy, having joined theirs."""
     from fxslots import streams
+
+    if join_every is not None:
+        with_caps(monkeypatch, join_every=join_every)
 
     def delayed(fn, direction):
         def run(*args):

@@ -23,7 +23,7 @@ import fxslots
 from examples.models import MLP, Attention
 from fxslots.passes.audit import slot_writes
 from fxslots.schemas import Write
-from tests.helpers import assert_same, run, schedule_1f1b, schedule_ffbb
+from tests.helpers import assert_same, run, schedule_1f1b, schedule_ffbb, with_caps
 from tests.zoo import ConvNet
 from tests.test_graph_executor_cpu import _StandInGraph, stand_in_graphs  # noqa: F401
 
@@ -201,9 +201,13 @@ def call(args):
         "triton_poi_fused_gelu_0 also stores it into buf1"]
 
 
-def test_side_stream_copies_survive_inductor(caplog):
+@pytest.mark.parametrize("join_every", [None, 1.0], ids=["own-joins", "joins-merged"])
+def test_side_stream_copies_survive_inductor(caplog, monkeypatch, join_every):
     """Offload's copies and joins (forward) and reloads and joins (backward) are operators in
-    Inductor's code, each join after its copy and before the first reader."""
+    Inductor's code, each join after its copy and before the first reader. Joins merged into
+    one wait become a join each again (Inductor keeps no order between them)."""
+    if join_every is not None:
+        with_caps(monkeypatch, join_every=join_every)
     model, xs = _model("mlp")
     sched = _schedule()
     options = {**INDUCTOR, "offload": "all"}

@@ -5,6 +5,7 @@ streams, a delayed side stream) is in tests/test_cuda.py."""
 from __future__ import annotations
 
 import copy
+import operator
 
 import pytest
 import torch
@@ -14,6 +15,7 @@ from examples.llama import SIZES, Llama, batch
 from examples.models import MLP
 from fxslots import streams
 from fxslots.schemas import Write
+from tests.helpers import with_caps
 
 
 def _train(model, make, options, steps=2, slots=2):
@@ -30,16 +32,6 @@ def _train(model, make, options, steps=2, slots=2):
     for a, b in zip(model.parameters(), eager.parameters(), strict=True):
         assert torch.equal(a.grad, b.grad)
     return c
-
-
-def _with_caps(monkeypatch, **fields):
-    """Compiles from here on plan with the device figures ``caps_for`` gives, but ``fields``."""
-    from dataclasses import replace
-
-    from fxslots import backend, costs
-
-    monkeypatch.setattr(backend, "caps_for", lambda device, link=None, **kw: replace(
-        costs.caps_for(device, link, **kw), **fields))
 
 
 def _plan(model, args, **options):
@@ -147,7 +139,7 @@ def test_auto_leaves_groups_too_small_to_pay_for_their_copy(monkeypatch):
     the step ran 1.13x no offload (H200 run 21): smaller groups stay on the device."""
     cfg = SIZES["llama-tiny"]
     latency = 1e-6
-    _with_caps(monkeypatch, copy_latency=latency)
+    with_caps(monkeypatch, copy_latency=latency)
     g = _plan(Llama(cfg), batch(cfg, 2, 16), offload="auto", link_bandwidth=4e9)
     floor = latency * 4e9  # 4000 bytes
     sizes = {p.group: int(p.nbytes) for p in g.plan.placements}
@@ -258,7 +250,7 @@ def test_forward_joins_move_later_with_join_slack(monkeypatch):
     backward's reloads keep the plain estimate."""
     def joins(slack):
         fxslots.reset()
-        _with_caps(monkeypatch, join_slack=slack)
+        with_caps(monkeypatch, join_slack=slack)
         g = _plan(MLP(64, 256, 4), (torch.randn(256, 64),), offload="all",
                   link_bandwidth=1e11)
         fw, bw = g.variant.forward_graph.graph, g.variant.backward_graph.graph
@@ -325,6 +317,63 @@ def test_joins_wait_for_the_link_only_when_the_window_is_full():
     assert tight.at == (1, 3) and tight.held == (0,)
 
 
+def test_joins_within_join_every_share_one_wait():
+    """Copies joined within ``join_every`` of compute of the first are joined where the last is
+    (one wait: the side stream's copies end in order); a join placed early for the window
+    ends its run and stays."""
+    from dataclasses import replace
+
+    from fxslots.passes.offload import plan_joins, runs
+
+    assert runs([0.0, 1.0, 1.5, 4.0, 4.2], 2.0) == [range(0, 3), range(3, 5)]
+    assert runs([0.0, 1.0, 1.5], 2.0, frozenset({1})) == [range(0, 2), range(2, 3)]
+    seconds, copies = [1.0] * 12, [(0, 1), (1, 1), (2, 1), (6, 1)]
+    # each 1-byte copy ends 1 s after it starts, and is joined at the next node
+    assert plan_joins(seconds, copies, _unit_caps(), 10**9).at == (1, 2, 3, 7)
+    merged = plan_joins(seconds, copies, replace(_unit_caps(), join_every=2.0), 10**9)
+    assert merged.at == (3, 3, 3, 7)
+    # 2-byte copies in a 3-byte window: copy 0 is joined before copy 1 starts (node 1)
+    copies = [(0, 2), (1, 2), (2, 1), (6, 1)]
+    assert plan_joins(seconds, copies, _unit_caps(), 3).at == (1, 3, 4, 7)
+    tight = plan_joins(seconds, copies, replace(_unit_caps(), join_every=5.0), 3)
+    assert tight.held == (0,) and tight.at == (1, 7, 7, 7)
+
+
+def test_reloads_read_within_join_every_are_joined_at_the_first_read():
+    from dataclasses import replace
+
+    from fxslots.passes.offload import plan_reloads
+
+    seconds, groups = [1.0] * 10, [(3, 4, 1), (4, 5, 1), (8, 9, 1)]
+    plain = plan_reloads(seconds, groups, _unit_caps(), 10**9)
+    assert plain.joined == (3, 4, 8) and plain.at == (2, 3, 7)
+    merged = plan_reloads(seconds, groups, replace(_unit_caps(), join_every=1.0), 10**9)
+    # group 1 is joined with group 0 at node 3, so its copy (behind group 0's) must end by
+    # then: issued before node 1
+    assert merged.joined == (3, 3, 8) and merged.at == (1, 2, 7)
+
+
+def test_one_wait_joins_a_run_of_copies_and_comes_first(monkeypatch):
+    """With joins merged, every wait that does not wait (``wait=False``) sits right after the
+    wait that joins it, which is for a copy later on the same stream; gradients unchanged."""
+    with_caps(monkeypatch, join_every=1.0)
+    g = _plan(MLP(64, 256, 4), (torch.randn(256, 64),), offload="all", link_bandwidth=1e11)
+    for graph, target, handle in ((g.variant.forward_graph.graph, streams.offload_wait, 1),
+                                  (g.variant.backward_graph.graph, streams.reload_wait, 0)):
+        nodes = list(graph.nodes)
+        waits = [n for n in nodes if n.target is target]
+        real = [w for w in waits if w.kwargs.get("wait", True)]
+        assert len(real) == 1 and len(waits) >= 3
+        for w in waits:
+            if w is not real[0]:
+                assert nodes.index(w) > nodes.index(real[0])
+                between = nodes[nodes.index(real[0]) + 1:nodes.index(w)]
+                assert all(n.target in (target, operator.getitem) for n in between)
+                assert nodes.index(real[0].args[handle]) > nodes.index(w.args[handle])
+    _train(MLP(64, 256, 4), lambda: (torch.randn(32, 64),),
+           {"offload": "all", "link_bandwidth": 1e11})
+
+
 def test_reloads_wait_for_room_in_the_window():
     from fxslots.passes.offload import plan_reloads
 
@@ -354,7 +403,9 @@ def test_reloads_still_go_as_late_as_the_link_allows():
 def test_the_window_bounds_the_bytes_in_transfer(seed):
     """At every copy's start, the copies not yet joined hold at most the window (or just the
     one copy, if it alone is larger); at every reload's issue, the reloads issued and still
-    read hold at most the window with it (or it is issued at its first use)."""
+    read hold at most the window with it (or it is issued where it is joined, at or before its
+    first use: with no ``join_every``, reloads first read at one instant join at its first
+    node)."""
     import random
 
     from fxslots.passes.offload import plan_joins, plan_reloads
@@ -372,12 +423,13 @@ def test_the_window_bounds_the_bytes_in_transfer(seed):
         assert joins[k] > p  # joined after it started
     firsts = sorted(rng.sample(range(2, n), 8))
     groups = [(f, rng.randint(f, n - 1), rng.randint(1, 6)) for f in firsts]
-    issues = plan_reloads(seconds, groups, _unit_caps(), window, first_op=1).at
+    plan = plan_reloads(seconds, groups, _unit_caps(), window, first_op=1)
+    issues = plan.at
     for g, (first, _, b) in enumerate(groups):
         p = issues[g]
-        assert 1 <= p <= first
+        assert 1 <= p <= plan.joined[g] <= first
         live = sum(bh for h, (_, last, bh) in enumerate(groups[:g]) if issues[h] <= p <= last)
-        assert live + b <= window or live == 0 or p == first, (g, issues)
+        assert live + b <= window or live == 0 or p == plan.joined[g], (g, issues)
 
 
 def test_a_small_window_joins_each_copy_before_the_next_starts():

@@ -198,7 +198,7 @@ def _offload(graph: fx.Graph, node: fx.Node) -> None:
     for wait in list(node.users):
         with graph.inserting_before(wait):
             join = graph.call_function(ops.offload_join, (value, host))
-        join.meta[SLOT_META] = wait.meta.get(SLOT_META)
+        join.meta[SLOT_META] = _own_join(wait)
         graph.erase_node(wait)
     graph.erase_node(node)
 
@@ -228,12 +228,21 @@ def _reload(graph: fx.Graph, node: fx.Node) -> None:
         with graph.inserting_before(ready):
             for joined in joins:
                 join = graph.call_function(ops.reload_join, (joined,))
-                join.meta[SLOT_META] = ready.meta.get(SLOT_META)
+                join.meta[SLOT_META] = _own_join(ready)
         for item in list(ready.users):
             item.replace_all_uses_with(views[item.args[1]])
             graph.erase_node(item)
         graph.erase_node(ready)
     graph.erase_node(node)
+
+
+def _own_join(wait: fx.Node) -> Any:
+    """A wait's note, for the join it becomes. Each copy is joined on its own here: a merged
+    join that does not wait is safe only right after the one that does, an order Inductor's
+    scheduler does not promise."""
+    if wait.kwargs.get("wait", True):
+        return wait.meta.get(SLOT_META)
+    return "the compute stream joins this copy itself (under Inductor every join waits)"
 
 
 def _spans(vals: list[Any]) -> list[tuple[list[int], list[int], int]] | None:

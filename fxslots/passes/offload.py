@@ -43,8 +43,9 @@ def plan_joins(seconds: list[float], copies: list[tuple[int, int]], caps: Device
     graph order: the node each copy is joined before. The last position is the output's."""
     t = link = 0.0  # the compute stream's clock (stalls included) and the link's
     pending: collections.deque[tuple[int, float, int]] = collections.deque()
-    at, held, in_flight, k = [len(seconds) - 1] * len(copies), [], 0, 0
+    at, held, in_flight, k, clock = [len(seconds) - 1] * len(copies), [], 0, 0, []
     for i, s in enumerate(seconds):
+        clock.append(t)
         while pending and pending[0][1] <= t:  # done by now: joining costs nothing
             c, _, nbytes = pending.popleft()
             at[c], in_flight = i, in_flight - nbytes
@@ -58,7 +59,25 @@ def plan_joins(seconds: list[float], copies: list[tuple[int, int]], caps: Device
             pending.append((k, link, nbytes))
             in_flight, k = in_flight + nbytes, k + 1
         t += s
+    # a copy joined later than planned holds its device bytes at most ``join_every`` longer;
+    # one joined early for the window stays where it is
+    for run in runs([clock[p] for p in at], caps.join_every, frozenset(held)):
+        at[run.start:run.stop] = [at[run[-1]]] * len(run)
     return Transfers(tuple(at), window, tuple(sorted(held)))
+
+
+def runs(times: list[float], every: float, fixed: frozenset[int] = frozenset()
+         ) -> list[range]:
+    """Indexes of ascending ``times`` in runs, each from its first through the last within
+    ``every`` of it; a ``fixed`` index ends its run. One wait joins a run's transfers."""
+    out, k = [], 0
+    while k < len(times):
+        j = k
+        while j not in fixed and j + 1 < len(times) and times[j + 1] - times[k] <= every:
+            j += 1
+        out.append(range(k, j + 1))
+        k = j + 1
+    return out
 
 
 def plan_reloads(seconds: list[float], groups: list[tuple[int, int, int]], caps: DeviceCaps,
@@ -68,6 +87,11 @@ def plan_reloads(seconds: list[float], groups: list[tuple[int, int, int]], caps:
     starts = [0.0]
     for s in seconds:
         starts.append(starts[-1] + s)
+    # reloads first read within ``join_every`` of each other are joined together, at the
+    # earliest first read: from here on a group's "first" is where it is joined
+    joined = [groups[run[0]][0] for run in runs([starts[g[0]] for g in groups], caps.join_every)
+              for _ in run]
+    groups = [(j, last, nbytes) for j, (_, last, nbytes) in zip(joined, groups, strict=True)]
     latest, deadline = [], float("inf")
     for first, _, nbytes in reversed(groups):  # latest first: the link is one queue
         deadline = min(deadline, starts[first]) - caps.transfer_seconds(nbytes)
@@ -86,7 +110,7 @@ def plan_reloads(seconds: list[float], groups: list[tuple[int, int, int]], caps:
         if p > late:
             held.append(g)
         at.append(p)
-    return Transfers(tuple(at), window, tuple(held))
+    return Transfers(tuple(at), window, tuple(held), tuple(joined))
 
 
 def schedule_offload(fw: fx.GraphModule, caps: DeviceCaps, window: Any = "auto") -> Transfers:
@@ -97,16 +121,20 @@ def schedule_offload(fw: fx.GraphModule, caps: DeviceCaps, window: Any = "auto")
     window = offload_window(window, sizes)
     plan = plan_joins(seconds, [(i, b) for (i, _), b in zip(copies, sizes, strict=True)], caps,
                       window)
-    held = set(plan.held)
-    for c, ((_, copy), at) in enumerate(zip(copies, plan.at, strict=True)):
-        value = copy.args[1]
+    held, last = set(plan.held), {at: c for c, at in enumerate(plan.at)}
+    # at each join the last copy's wait goes first: it joins the copies before it too
+    for c in sorted(range(len(copies)), key=lambda c: (plan.at[c], -c)):
+        copy, at = copies[c][1], plan.at[c]
+        value, real = copy.args[1], copies[last[at]][1].args[1]
         with fw.graph.inserting_before(nodes[at]):
-            wait = fw.graph.call_function(streams.offload_wait, (value, copy))
-        wait.meta[SLOT_META] = (f"the compute stream joins the d2h copy of {value.name}: its "
-                                f"device bytes are free after" + (
-                                    f" (joined early: the copies in flight would hold more "
-                                    f"than the {mib(window)} window)" if c in held
-                                    else ""))
+            wait = fw.graph.call_function(streams.offload_wait, (value, copy),
+                                          {} if value is real else {"wait": False})
+        wait.meta[SLOT_META] = (
+            (f"the compute stream joins the d2h copy of {value.name}" if value is real else
+             f"joined by the wait for {real.name}'s copy (copies end in order)")
+            + ": its device bytes are free after" + (
+                f" (joined early: the copies in flight would hold more than the "
+                f"{mib(window)} window)" if c in held else ""))
     fw.graph.lint()
     fw.recompile()
     return plan
@@ -129,23 +157,38 @@ def schedule_reload(bw: fx.GraphModule, saved: SavedSet, plan: ArenaPlan,
     first_op = next(i for i, n in enumerate(nodes) if n.op != "placeholder")
     window = offload_window(window, [g[2] for g in groups])
     issues = plan_reloads(seconds, [g[:3] for g in groups], caps, window, first_op)
-    for (first, _, _, members), at in zip(groups, issues.at, strict=True):
-        _reload(bw.graph, members, nodes[first], nodes[at], device)
+    handles = []
+    for g, ((_, _, _, members), at) in enumerate(zip(groups, issues.at, strict=True)):
+        handles.append(_reload(bw.graph, members, nodes[at], device))
+        if g + 1 == len(groups) or issues.joined[g + 1] != issues.joined[g]:
+            run = [h for h in range(g + 1) if issues.joined[h] == issues.joined[g]]
+            for h in [g, *run[:-1]]:  # the last reload's wait joins the run's
+                _join(bw.graph, groups[h][3], handles[h], nodes[issues.joined[g]],
+                      None if h == g else handles[g])
     bw.graph.lint()
     bw.recompile()
     return issues
 
 
-def _reload(graph: fx.Graph, members: list[fx.Node], first: fx.Node, issue: fx.Node,
-            device) -> None:
+def _reload(graph: fx.Graph, members: list[fx.Node], issue: fx.Node, device) -> fx.Node:
     with graph.inserting_before(issue):
         handle = graph.call_function(streams.reload, (device, *members))
-    with graph.inserting_before(first):
-        ready = graph.call_function(streams.reload_wait, (handle,))
-        views = [graph.call_function(operator.getitem, (ready, i)) for i in range(len(members))]
     handle.meta[SLOT_META] = (f"reloads {', '.join(m.name for m in members)} on the h2d side "
                               f"stream")
-    ready.meta[SLOT_META] = "the compute stream joins the h2d copy before its first use"
+    return handle
+
+
+def _join(graph: fx.Graph, members: list[fx.Node], handle: fx.Node, first: fx.Node,
+          by: fx.Node | None) -> None:
+    """Hand the reloaded ``members`` to their readers before ``first``: joined here, or by the
+    wait for the later reload ``by`` just before."""
+    with graph.inserting_before(first):
+        ready = graph.call_function(streams.reload_wait, (handle,),
+                                    {} if by is None else {"wait": False})
+        views = [graph.call_function(operator.getitem, (ready, i)) for i in range(len(members))]
+    ready.meta[SLOT_META] = ("the compute stream joins the h2d copy before its first use"
+                             if by is None else
+                             f"joined by the wait for {by.name} (copies end in order)")
     for m, v in zip(members, views, strict=True):
         v.meta["val"] = m.meta.get("val")
         for user in list(m.users):
