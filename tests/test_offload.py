@@ -107,6 +107,34 @@ def test_auto_under_dynamic_shapes_compiles_again_for_a_larger_shape():
     assert compiles[-1] == compiles[-2]
 
 
+def test_auto_guards_nothing_when_its_plan_falls_back(monkeypatch):
+    """Auto's guards go in only once its plan is accepted: a graph whose rewrite then fails
+    runs without slots (one warning) and offloads nothing, so a larger shape reuses it, not
+    compiles again as a guarded graph would; gradients are eager's."""
+    from fxslots.passes import rewrite
+
+    def broken(*args, **kwargs):
+        raise KeyError("injected failure")
+
+    monkeypatch.setattr(rewrite, "_write_in_place", broken)
+    cfg = SIZES["llama-tiny"]
+    torch.manual_seed(0)
+    model = Llama(cfg)
+    eager = copy.deepcopy(model)
+    c = torch.compile(model, backend="fxslots", dynamic=True,
+                      options={"offload": "auto", "link_bandwidth": 1e18})
+    compiles = []
+    with pytest.warns(UserWarning, match="rewrite_forward failed"):
+        for seq in (16, 32):
+            args = batch(cfg, 2, seq)
+            c(*args).backward()
+            eager(*args).backward()
+            compiles.append(fxslots.counters["compiles"])
+    assert compiles[0] == compiles[1] and fxslots.counters["fallbacks"] >= 1
+    for a, b in zip(model.parameters(), eager.parameters(), strict=True):
+        assert torch.equal(a.grad, b.grad)
+
+
 def test_auto_leaves_a_range_the_user_gave_unguarded(caplog):
     """``mark_dynamic(..., min=, max=)`` asks for one graph over that range: a guard below it
     would fail the compile (Dynamo's ConstraintViolationError). Auto plans at the shape it

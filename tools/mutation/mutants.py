@@ -466,6 +466,12 @@ MUTANTS: tuple[Mutant, ...] = (
            "cpu",
            ("tests/test_offload.py::"
             "test_auto_under_dynamic_shapes_compiles_again_for_a_larger_shape",)),
+    Mutant("auto-guards-before-its-plan-is-accepted", BACKEND,
+           "            offload, self.commit_offload = choose_offload(self.options.offload, saved, ctx)\n",
+           "            offload, self.commit_offload = choose_offload(self.options.offload, saved, ctx)\n"
+           "            self.commit_offload()\n",
+           "auto's shape guards go in only with a plan that is used (a fallback stays unguarded)",
+           "cpu", ("tests/test_offload.py::test_auto_guards_nothing_when_its_plan_falls_back",)),
     Mutant("auto-guards-a-declared-range", OFFLOADING,
            "    ranged = _torch.declares_ranges()\n",
            "    ranged = False\n",
