@@ -53,8 +53,10 @@ class DeviceCaps:
     # compute stream 1-1.7 us in a replay even when its copy is long done, where a copy forked
     # beside it costs 0.2-0.6 (H200 run 28e, ``benchmarks/copy_contention.py``: 36 joined
     # copies 1.041x none, 36 joined at the end 1.017x; 144: 1.226x, 1.035x). Copies on one
-    # stream end in order, so one wait joins every copy before it; a later join holds device
-    # bytes at most ``link * join_every`` longer (16 MB at 54 GB/s and 300 us). llama-small,
+    # stream end in order, so one wait joins every copy before it; the copies a merged join
+    # holds longer are those done within ``join_every``: about ``link * join_every`` bytes
+    # (16 MB at 54 GB/s and 300 us) plus the run's first, and never past the offload
+    # window (a copy with no room beside them joins them first). llama-small,
     # auto (86 MiB a forward) against none, paired (run 28f): 1.064x with a join per copy,
     # 1.049x merged over 100 us, 1.042x over 300 us.
     join_every: float = 0.0

@@ -5,7 +5,7 @@ Forward: ``offload(value, host)`` forks a device-to-host stream off the compute 
 copies there; ``offload_wait(value, event)`` joins it, after which the value's device bytes
 are free for later ops (the graph frees a value at its last use: this wait). Backward:
 ``reload(*members)`` allocates device memory on the compute stream, forks a host-to-device
-stream that copies the group's host span into it, and ``reload_wait(handle)`` joins it right
+stream that copies the group's host span into it, and ``reload_wait(handle)`` joins it at or
 before the first use and hands back the members as views of the reloaded bytes. Copies on one
 side stream end in order, so one wait can join several: the others say ``wait=False``. Inside a
 capture, the forks and joins become edges of the CUDA graph. On CPU the copies run at once.

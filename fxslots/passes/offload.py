@@ -3,10 +3,13 @@ issues each reload and joins it, from an estimate of the compute time between gr
 a window of device bytes the transfers may hold.
 
 Forward: ``rewrite_forward`` put ``streams.offload`` right after each offloaded group's
-producer. The copies share one side stream, so they finish one after another; each group's
-``offload_wait`` goes to the first node that starts once its copy should be done, planned with
-``DeviceCaps.join_slack`` (the graph frees the device value at that wait), or before the
-output if the forward ends first. A value waiting for its copy is a graph temporary the pool
+producer. The copies share one side stream, so they finish one after another, and one wait
+on a copy joins every copy before it. Each group's ``offload_wait`` goes to the first node
+that starts once its copy should be done (planned with ``DeviceCaps.join_slack``; the graph
+frees the device value at that wait), or before the output if the forward ends first; copies
+done within ``DeviceCaps.join_every`` of each other share the last one's node and its wait,
+the others saying ``wait=False`` (a join costs the compute stream 1-1.7 us on an H200 even
+when its copy is long done). A value waiting for its copy is a graph temporary the pool
 holds: where the link is slower than compute (offload="all"), every value would wait to the
 end of the forward and the pool would hold them all, so a copy that would take the values in
 flight past the window first joins the oldest ones, stalling compute for the link.
@@ -14,7 +17,8 @@ Backward: each offloaded group's host views are read through ``streams.reload``,
 as lets its copy, queued behind the earlier ones, finish by the first use, but never while the
 reloaded groups still read would leave no room for it in the window (else a slow link issues
 every reload at the start and the backward holds them all), and ``streams.reload_wait`` right
-before the first use.
+before the first use, or, for groups first read within ``join_every`` of each other, all at
+the first of those reads, the last reload's wait first (issued early enough to be done).
 
 ``plan_joins`` and ``plan_reloads`` decide on plain numbers; ``schedule_offload`` and
 ``schedule_reload`` apply their positions to a graph.
@@ -39,18 +43,33 @@ from ..schemas import SLOT_META
 
 def plan_joins(seconds: list[float], copies: list[tuple[int, int]], caps: DeviceCaps,
                window: int) -> Transfers:
-    """For nodes taking ``seconds`` each and copies ``(position of the copy node, bytes)`` in
-    graph order: the node each copy is joined before. The last position is the output's."""
-    t = link = 0.0  # the compute stream's clock (stalls included) and the link's
+    """The node each copy is joined before, for nodes taking ``seconds`` each and copies
+    ``(copy node position, bytes)`` in order (the last position is the output's). Copies done
+    within ``caps.join_every`` of the first share one join, where the last was done; they
+    count in the window until then, and a copy with no room beside them joins them first."""
+    t = link = since = 0.0  # the compute stream's clock (stalls included), the link's
     pending: collections.deque[tuple[int, float, int]] = collections.deque()
-    at, held, in_flight, k, clock = [len(seconds) - 1] * len(copies), [], 0, 0, []
+    ready: list[tuple[int, int]] = []  # done, not joined yet: one wait will join them
+    at, held, in_flight, k, last = [len(seconds) - 1] * len(copies), [], 0, 0, 0
+
+    def join_ready() -> int:
+        for c, _ in ready:
+            at[c] = last
+        freed = sum(b for _, b in ready)
+        ready.clear()
+        return freed
+
     for i, s in enumerate(seconds):
-        clock.append(t)
+        if ready and t - since > caps.join_every:
+            in_flight -= join_ready()
         while pending and pending[0][1] <= t:  # done by now: joining costs nothing
             c, _, nbytes = pending.popleft()
-            at[c], in_flight = i, in_flight - nbytes
+            since, last = since if ready else t, i
+            ready.append((c, nbytes))
         while k < len(copies) and copies[k][0] == i:
             nbytes = copies[k][1]
+            if ready and in_flight + nbytes > window:
+                in_flight -= join_ready()
             while pending and in_flight + nbytes > window:
                 c, done, old = pending.popleft()
                 at[c], in_flight, t = i, in_flight - old, max(t, done)
@@ -59,21 +78,17 @@ def plan_joins(seconds: list[float], copies: list[tuple[int, int]], caps: Device
             pending.append((k, link, nbytes))
             in_flight, k = in_flight + nbytes, k + 1
         t += s
-    # a copy joined later than planned holds its device bytes at most ``join_every`` longer;
-    # one joined early for the window stays where it is
-    for run in runs([clock[p] for p in at], caps.join_every, frozenset(held)):
-        at[run.start:run.stop] = [at[run[-1]]] * len(run)
+    join_ready()
     return Transfers(tuple(at), window, tuple(sorted(held)))
 
 
-def runs(times: list[float], every: float, fixed: frozenset[int] = frozenset()
-         ) -> list[range]:
+def runs(times: list[float], every: float) -> list[range]:
     """Indexes of ascending ``times`` in runs, each from its first through the last within
-    ``every`` of it; a ``fixed`` index ends its run. One wait joins a run's transfers."""
+    ``every`` of it. One wait joins a run's transfers."""
     out, k = [], 0
     while k < len(times):
         j = k
-        while j not in fixed and j + 1 < len(times) and times[j + 1] - times[k] <= every:
+        while j + 1 < len(times) and times[j + 1] - times[k] <= every:
             j += 1
         out.append(range(k, j + 1))
         k = j + 1
@@ -83,7 +98,9 @@ def runs(times: list[float], every: float, fixed: frozenset[int] = frozenset()
 def plan_reloads(seconds: list[float], groups: list[tuple[int, int, int]], caps: DeviceCaps,
                  window: int, first_op: int = 0) -> Transfers:
     """For nodes taking ``seconds`` each and groups ``(first use, last use, bytes)`` sorted by
-    first use: the node each reload is issued before, no earlier than ``first_op``."""
+    first use: the node each reload is issued before, no earlier than ``first_op``, and the
+    node it is joined before (``joined``: its run's first use, see ``runs``), by which time
+    its copy is planned to be done."""
     starts = [0.0]
     for s in seconds:
         starts.append(starts[-1] + s)

@@ -12,8 +12,9 @@ class Transfers:
     each device-to-host copy is joined before; in a backward, the node each reload is issued
     before, and (``joined``) the node each reload is joined before. Positions index the graph's
     nodes as they were before any transfer node went in. Transfers joined at one node share
-    one wait, the last one's: a side stream's copies end in order. ``held`` names the transfers placed against the link's own timing (joined earlier, stalling
-    compute; issued later) to keep at most ``window`` device bytes in transfer or reloaded.
+    one wait, the last one's: a side stream's copies end in order. ``held`` names the
+    transfers placed against the link's own timing (joined earlier, stalling compute; issued
+    later) to keep at most ``window`` device bytes in transfer or reloaded.
 
     Invariants: positions never decrease (one side stream per direction: copies end, and
     reloads are issued, in order); the window is positive; ``held`` indexes ``at``, ascending;

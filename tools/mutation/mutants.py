@@ -502,6 +502,12 @@ MUTANTS: tuple[Mutant, ...] = (
            "the one wait of merged forward joins is the last copy's: an earlier one's does not "
            "join the copies after it", "cpu",
            ("tests/test_offload.py::test_one_wait_joins_a_run_of_copies_and_comes_first",)),
+    Mutant("merged-joins-overfill-the-window", OFFLOAD,
+           "            if ready and in_flight + nbytes > window:\n",
+           "            if False:\n",
+           "copies done and waiting for a merged join count in the window: a copy with no room "
+           "beside them joins them first", "cpu",
+           ("tests/test_offload.py::test_the_window_bounds_the_bytes_in_transfer",)),
     Mutant("covered-reload-before-its-wait", OFFLOAD,
            "for h in [g, *run[:-1]]:",
            "for h in [*run[:-1], g]:",
