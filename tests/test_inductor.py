@@ -214,6 +214,11 @@ def test_side_stream_copies_survive_inductor(caplog, monkeypatch, join_every):
     with caplog.at_level(logging.DEBUG, logger="fxslots.kernels"):
         ours = run(model, "fxslots", xs, sched, steps=2, set_to_none=False, options=options)
     fw = _code_of(caplog).splitlines()
+    if join_every is not None:  # the graph Inductor compiles says each join waits itself
+        lowered = [r.getMessage() for r in caplog.records
+                   if r.getMessage().startswith("the graph Inductor compiles for the forward")]
+        assert any("under Inductor every join waits" in g for g in lowered)
+        assert not any("joined by the" in g for g in lowered)
     starts = [i for i, line in enumerate(fw) if "fxslots.offload_start.default(" in line]
     joins = [i for i, line in enumerate(fw) if "fxslots.offload_join.default(" in line]
     assert starts and len(starts) == len(joins) and all(
