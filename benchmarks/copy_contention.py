@@ -76,12 +76,13 @@ def build(compute: str, direction: str, copies: int, mib: int, where: str, steps
     side = torch.cuda.Stream()
     every = max(steps // max(copies, 1), 1)
 
+    spread = where in ("spread", "joined")
+
     def body():
         main = torch.cuda.current_stream()
         done = []
         for i, op in enumerate(ops):
             op()
-            spread = where in ("spread", "joined")
             k = i // every if spread else i
             if (spread and i % every == 0 or where == "start" and i == 0) and k < copies:
                 if where == "joined" and done:
@@ -92,8 +93,8 @@ def build(compute: str, direction: str, copies: int, mib: int, where: str, steps
                         src, dst = (dev[j], host[j]) if direction == "d2h" else (host[j], dev[j])
                         dst.copy_(src, non_blocking=True)
                 done.append(side.record_event())
-        for e in done[-1:]:
-            main.wait_event(e)
+        if done:  # the last copy's event: the stream's copies end in order
+            main.wait_event(done[-1])
 
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import bisect
 import collections
+import itertools
 import operator
 
 from typing import Any
@@ -174,14 +175,13 @@ def schedule_reload(bw: fx.GraphModule, saved: SavedSet, plan: ArenaPlan,
     first_op = next(i for i, n in enumerate(nodes) if n.op != "placeholder")
     window = offload_window(window, [g[2] for g in groups])
     issues = plan_reloads(seconds, [g[:3] for g in groups], caps, window, first_op)
-    handles = []
-    for g, ((_, _, _, members), at) in enumerate(zip(groups, issues.at, strict=True)):
-        handles.append(_reload(bw.graph, members, nodes[at], device))
-        if g + 1 == len(groups) or issues.joined[g + 1] != issues.joined[g]:
-            run = [h for h in range(g + 1) if issues.joined[h] == issues.joined[g]]
-            for h in [g, *run[:-1]]:  # the last reload's wait joins the run's
-                _join(bw.graph, groups[h][3], handles[h], nodes[issues.joined[g]],
-                      None if h == g else handles[g])
+    for joined, run in itertools.groupby(range(len(groups)), key=lambda g: issues.joined[g]):
+        run = list(run)
+        handles = {g: _reload(bw.graph, groups[g][3], nodes[issues.at[g]], device) for g in run}
+        last = run[-1]
+        for g in [last, *run[:-1]]:  # the last reload's wait joins the run's
+            _join(bw.graph, groups[g][3], handles[g], nodes[joined],
+                  None if g == last else handles[last])
     bw.graph.lint()
     bw.recompile()
     return issues
