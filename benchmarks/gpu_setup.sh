@@ -8,3 +8,14 @@ if ls .whl/*.whl >/dev/null 2>&1; then
     && export PYTHONPATH=/tmp/site
 fi
 python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2
+# cuda_tests PREFIX LIMIT_S FILE...: each file's CUDA tests on their own, with a time limit, the
+# output in $OUT/PREFIX-<file>.txt and its summary lines printed.
+cuda_tests() {
+  local prefix=$1 limit=$2; shift 2
+  for f in "$@"; do
+    local name; name=$(basename "$f" .py)
+    timeout "$limit" python3 -m pytest -q -m cuda "$f" -p no:cacheprovider -o log_level=WARNING \
+      --timeout 120 -rfE --tb=short 2>&1 | grep -v "torch.__trace" > "$OUT/$prefix-$name.txt"
+    grep -E "passed|failed|^FAILED|^ERROR" "$OUT/$prefix-$name.txt" | tail -20
+  done
+}

@@ -13,11 +13,11 @@ import torch
 import torch.fx as fx
 
 from . import _torch, grads, kernels, state
+from .backward import BackwardRewrite, PreparedBackward, prepare_backward, take_backward
 from .errors import OptionsError, UnsupportedGraphError
 from .fallback import fall_back, run_uncaptured, trace_plainly
 from .options import Options, refusing
 from .passes import (
-    annotate_backward,
     collect_inputs,
     collect_saved,
     observe,
@@ -34,8 +34,7 @@ from .passes import (
 from .capturable import uncapturable_reason
 from .costs import caps_for
 from .offloading import OffloadContext, choose_offload
-from .passes.offload import schedule_offload, schedule_reload
-from .passes.unalias import unalias_outputs
+from .passes.offload import schedule_offload
 from .policies import PARTITIONERS, RECOMPUTE, is_host_scalar, resolve_partitioner
 from .printing import format_graph
 from .record import CompiledGraphs, graph_lines
@@ -96,6 +95,7 @@ class _Compiler:
         self.variant: Variant | None = None
         self.record: CompiledGraphs | None = None
         self.caps = None  # the device's rates, for offload planning
+        self.backward: PreparedBackward | None = None  # rewritten as the forward compiled
         self.commit_offload = lambda: None  # auto's guards, once its plan is accepted
 
     def partition(self, joint: fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int,
@@ -161,9 +161,7 @@ class _Compiler:
                 graph=fw, summary=lambda n: f"{n} nodes changed or added")
         observe("verify_forward", verify_forward, fw, saved, plan, self.num_fwd_outputs,
                 summary=lambda n: f"{n} postconditions hold")
-        if plan.offloaded_bytes != 0:
-            observe("schedule_offload", schedule_offload, fw, self.caps,
-                    self.options.offload_window, graph=fw, summary=str)
+        self._schedule(fw, saved, plan, device)
         self.variant = self._variant(fw, plan, binder, device, graphs, static, example_inputs)
         findings = self._inductor_forward(fw, example_inputs, static)
         plan = self.variant.plan  # as Inductor's code writes the slot, when it compiled
@@ -174,6 +172,15 @@ class _Compiler:
         _torch.trace_artifact("fxslots_plan", lambda: plan_to_json(saved, plan), "json")
         _torch.trace_artifact("fxslots_forward", lambda: self.record.forward_after)
         return boxed(self.variant.forward)
+
+    def _schedule(self, fw, saved, plan, device) -> None:
+        """The forward's offload copies, then the backward's passes, run ahead of its compile
+        so that they still fall back (``fxslots/backward.py``)."""
+        if plan.offloaded_bytes != 0:
+            observe("schedule_offload", schedule_offload, fw, self.caps,
+                    self.options.offload_window, graph=fw, summary=str)
+        self.backward = prepare_backward(self.bw_module, BackwardRewrite(
+            saved, plan, self.caps, device, self.options.offload_window))
 
     def _variant(self, fw, plan, binder, device, graphs, static, example_inputs) -> Variant:
         anchor = next((i for i in static if i < len(example_inputs)
@@ -236,18 +243,9 @@ class _Compiler:
         run = self._kernels_for(fw, example_inputs, "a forward graph without slots")
         return boxed(lambda args: run(*args))
 
-    def _rewrite_backward(self, bw: fx.GraphModule) -> None:
-        saved, plan = self.record.saved, self.variant.plan
-        observe("unalias_outputs", unalias_outputs, bw, saved, plan, graph=bw,
-                summary=lambda n: f"{n} outputs that view the slot copied out")
-        annotate_backward(bw, saved, plan)
-        if plan.offloaded_bytes != 0:
-            observe("schedule_reload", schedule_reload, bw, saved, plan, self.caps,
-                    self.variant.device, self.options.offload_window, graph=bw, summary=str)
-
     def compile_backward(self, bw: fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
         if self.variant is not None:
-            self._rewrite_backward(bw)
+            bw = take_backward(self.backward, bw, f"backward graph of {self.variant.name}")
         text = format_graph(bw, "backward")
         if self.record is not None:
             self.record.backward = text

@@ -14,6 +14,7 @@ from torch.utils.checkpoint import checkpoint
 
 import fxslots
 from examples.models import MLP
+from fxslots import backward
 from fxslots.passes import rewrite
 from tests.helpers import assert_same, run, schedule_ffbb
 
@@ -73,13 +74,13 @@ def _broken_write(*args, **kwargs):
     raise KeyError("injected failure")
 
 
-def _falls_back_like_aot_eager(*expected: str) -> None:
+def _falls_back_like_aot_eager(*expected: str, **options) -> None:
     """An MLP trains with one fallback warning holding each of ``expected``, bitwise as
     aot_eager."""
     m = MLP(16, 32, 2)
     inputs = [torch.randn(4, 16), torch.randn(4, 16)]
     with pytest.warns(UserWarning) as caught:
-        ours = run(m, "fxslots", inputs, schedule_ffbb(2), options={"slots": 2})
+        ours = run(m, "fxslots", inputs, schedule_ffbb(2), options={"slots": 2, **options})
     (msg,) = {str(w.message) for w in caught if "fxslots" in str(w.message)}
     assert all(e in msg for e in expected), msg
     assert fxslots.counters["fallbacks"] == 1
@@ -102,6 +103,46 @@ def test_strict_turns_a_failing_pass_into_an_error(monkeypatch):
     while cause is not None and not isinstance(cause, fxslots.UnsupportedGraphError):
         cause = cause.__cause__ or getattr(cause, "inner_exception", None)
     assert isinstance(cause, fxslots.UnsupportedGraphError)
+
+
+@pytest.mark.parametrize("name", ["unalias_outputs", "schedule_reload"])
+def test_a_failing_backward_pass_falls_back_while_the_forward_compiles(monkeypatch, name):
+    """AOTAutograd compiles the backward at the first ``.backward()``, after the forward
+    committed to its slots: the backward's passes run ahead, where a failure still falls back
+    (before, this stopped training at the first backward)."""
+    monkeypatch.setattr(backward, name, _broken_write)
+    _falls_back_like_aot_eager(f"runs without slots: graph 0/0 (region 0): {name} failed",
+                               "KeyError: 'injected failure'", offload="all")
+
+
+def test_the_backward_compiled_is_the_one_rewritten_while_the_forward_compiled(monkeypatch):
+    calls, real = [], backward.schedule_reload
+    monkeypatch.setattr(backward, "schedule_reload",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    m = MLP(16, 32, 2)
+    inputs = [torch.randn(4, 16), torch.randn(4, 16)]
+    with warnings.catch_warnings(), fxslots.report.recording() as records:
+        warnings.simplefilter("error")  # no fallback, no "runs again" warning
+        ours = run(m, "fxslots", inputs, schedule_ffbb(2), options={"slots": 2, "offload": "all"})
+    assert calls == [1]  # the forward's compile ran it; the backward's took its result
+    (record,) = records
+    assert "reload_wait" in record.backward, record.backward
+    assert_same(ours, run(m, "aot_eager", inputs, schedule_ffbb(2)), exact=True)
+
+
+def test_a_backward_unlike_the_partitioners_is_rewritten_again_with_a_warning(monkeypatch):
+    calls, real = [], backward.schedule_reload
+    monkeypatch.setattr(backward, "schedule_reload",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    seen = iter(range(1000))
+    monkeypatch.setattr(backward, "signature", lambda graph: next(seen))  # never the same
+    m = MLP(16, 32, 2)
+    inputs = [torch.randn(4, 16), torch.randn(4, 16)]
+    with pytest.warns(UserWarning, match="differs from the graph the partitioner returned"):
+        ours = run(m, "fxslots", inputs, schedule_ffbb(2), options={"slots": 2, "offload": "all"})
+    assert calls == [1, 1]
+    assert fxslots.counters["fallbacks"] == 0
+    assert_same(ours, run(m, "aot_eager", inputs, schedule_ffbb(2)), exact=True)
 
 
 def _failing_decompositions(options):

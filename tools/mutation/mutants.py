@@ -678,4 +678,18 @@ MUTANTS: tuple[Mutant, ...] = (
            "a .grad the last check did not see has its layout read", "cpu",
            ("tests/test_accumulate.py::test_checked_buffers_are_read_again_once_replaced_or_"
             "moved",)),
+    Mutant("backward-passes-wait-for-the-backward", "fxslots/backward.py",
+           "    if signature(bw.graph) == prepared.source:",
+           "    if False:",
+           "the backward's passes run while the forward compiles (where a failure falls back), "
+           "and the backward compile takes their result", "cpu",
+           ("tests/test_fallback.py::test_the_backward_compiled_is_the_one_rewritten_while_the_"
+            "forward_compiled",)),
+    Mutant("backward-rewritten-from-another-graph", "fxslots/backward.py",
+           "    if signature(bw.graph) == prepared.source:",
+           "    if True:",
+           "a backward unlike the one its passes ran on ahead is rewritten again, never "
+           "replaced by that stale rewrite", "cpu",
+           ("tests/test_fallback.py::test_a_backward_unlike_the_partitioners_is_rewritten_"
+            "again_with_a_warning",)),
 )
