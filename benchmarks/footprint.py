@@ -7,7 +7,9 @@ caching allocator's pools, what is allocated in each and where it was allocated.
 Runs ``--steps`` steps of the schedule (benchmarks/bench_work.py's) with the allocator's history
 recorded from the start, then prints per pool its reserved, allocated and free bytes, and for
 every default-pool segment that is partly free (memory no other pool can use, held by a live
-block), its live blocks and the first frame that allocated each. JSON goes to ``--out``.
+block), its live blocks and the first frame that allocated each. Then the moment allocated
+bytes were at their most (the peak the benchmark reports, warm-up included): at which step,
+and the blocks live then by allocation site. JSON goes to ``--out``.
 """
 
 from __future__ import annotations
@@ -56,6 +58,31 @@ def summarize(snapshot: dict) -> dict:
     return dict(pools=dict(pools), partly_free=partial)
 
 
+def at_peak(snapshot: dict, marks: list[int]) -> dict:
+    """The moment allocated bytes peaked, replayed from the allocator's trace: the step it fell
+    in (``marks``: how many trace events each step had ended with) and the live bytes then,
+    by allocation site (ours, and the frame that asked)."""
+    live: dict[int, tuple[int, str]] = {}
+    total = best = best_at = 0
+    best_live: dict[int, tuple[int, str]] = {}
+    events = [e for trace in snapshot.get("device_traces", []) for e in trace]
+    for i, e in enumerate(events):
+        if e["action"] == "alloc":
+            first = (e.get("frames") or [{}])[0]
+            live[e["addr"]] = (e["size"], f"{site(e)} <- {first.get('filename', '?')}:"
+                                          f"{first.get('line')} {first.get('name')}")
+            total += e["size"]
+            if total > best:
+                best, best_at, best_live = total, i, dict(live)
+        elif e["action"] == "free_requested" and e["addr"] in live:
+            total -= live.pop(e["addr"])[0]
+    by_site: collections.Counter = collections.Counter()
+    for size, where in best_live.values():
+        by_site[where] += size
+    step = next((k for k, m in enumerate(marks) if best_at < m), len(marks))
+    return dict(peak=best, step=step, by_site=by_site.most_common(16), events=len(events))
+
+
 def report(summary: dict) -> str:
     lines = ["pool     segments  reserved GiB  allocated GiB  free GiB"]
     for name, p in summary["pools"].items():
@@ -80,22 +107,32 @@ def main() -> None:
     ap.add_argument("--backend", default="fxslots")
     ap.add_argument("--options", default="{}", help="fxslots options, as JSON")
     ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--seq", type=int, default=None, help="one sequence length (the offload "
+                    "part's runs): default, the model's variants")
     ap.add_argument("--out", default="footprint-out")
     a = ap.parse_args()
     torch.cuda.memory._record_memory_history(max_entries=200_000)
-    work = Workload(MODELS[a.model], "cuda", microbatches=4)
+    work = Workload(MODELS[a.model], "cuda", seqs=(a.seq,) if a.seq else None, microbatches=4)
     f = compile_case(work.model, a.backend, json.loads(a.options), None)
     run = with_zero_grad(make_step(a.schedule, work, mark_for(a.backend)), work.model,
                          a.schedule)
+    marks = []
     for k in range(a.steps):
         run(f, k)
-    torch.cuda.synchronize()
-    summary = summarize(torch.cuda.memory._snapshot())
+        torch.cuda.synchronize()
+        marks.append(sum(len(t) for t in torch.cuda.memory._snapshot()["device_traces"]))
+    snapshot = torch.cuda.memory._snapshot()
+    summary = summarize(snapshot)
+    summary["at_peak"] = peak = at_peak(snapshot, marks)
     summary.update(model=a.model, schedule=a.schedule, backend=a.backend, options=a.options,
                    reserved=torch.cuda.memory_reserved())
     print(f"{a.model} {a.schedule} {a.backend} {a.options}: reserved "
           f"{summary['reserved'] / GIB:.3f} GiB")
     print(report(summary))
+    print(f"\nallocated at its most: {peak['peak'] / GIB:.3f} GiB, in step {peak['step']} "
+          f"(max_memory_allocated {torch.cuda.max_memory_allocated() / GIB:.3f}); live then:")
+    for where, nbytes in peak["by_site"]:
+        print(f"  {nbytes / GIB:8.3f} GiB  {where}")
     os.makedirs(a.out, exist_ok=True)
     name = f"{a.model}-{a.schedule}-{a.backend}".replace("/", "_")
     with open(os.path.join(a.out, name + ".json"), "w") as fh:

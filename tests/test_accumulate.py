@@ -275,6 +275,22 @@ def test_a_warm_up_backward_hands_out_its_gradients_in_one_buffer(stand_in_graph
     assert len(storages) == 1
 
 
+def test_the_warm_up_backward_computes_its_gradients_into_their_buffer(  # noqa: F811
+        stand_in_graphs, monkeypatch):
+    """The warm-up runs the delivering backward into one new buffer: no gradient is computed
+    elsewhere and copied there after (that held each twice at the backward's end: a higher
+    peak than the steady state's, H200 run 29c), and every parameter's lands in it."""
+    from fxslots.runtime.cudagraphs import delivery
+
+    copied, real = [], delivery.compact_grads
+    monkeypatch.setattr(delivery, "compact_grads",
+                        lambda outs, kept: copied.append(tuple(kept or ())) or real(outs, kept))
+    m, _ = _train(2, set_to_none=False)
+    assert copied and all(k == () for k in copied), copied  # nothing left to copy
+    storages = {p.grad.untyped_storage().data_ptr() for p in m.parameters()}
+    assert len(storages) == 1
+
+
 def test_compact_grads_copies_exactly_and_keeps_what_it_must():
     from fxslots.runtime.cudagraphs.staging import compact_grads
 

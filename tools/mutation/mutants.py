@@ -546,8 +546,8 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/test_accumulate.py::"
             "test_a_captured_backward_adds_gradients_in_groups_as_it_computes_them",)),
     Mutant("warm-up-gradients-left-scattered", "fxslots/runtime/cudagraphs/executor.py",
-           "compact_grads(gm(*gargs), stale and variant.kept_grads(key))",
-           "compact_grads(gm(*gargs), False)",
+           "warm_up(variant, key, gm, gargs, stale and variant.kept_grads(key))",
+           "warm_up(variant, key, gm, gargs, False)",
            "the gradients a warm-up backward hands out (kept as .grad by an accumulating loop) "
            "are copies in one buffer, not scattered among its temporaries", "cpu",
            ("tests/test_accumulate.py::"
@@ -692,4 +692,11 @@ MUTANTS: tuple[Mutant, ...] = (
            "replaced by that stale rewrite", "cpu",
            ("tests/test_fallback.py::test_a_backward_unlike_the_partitioners_is_rewritten_"
             "again_with_a_warning",)),
+    Mutant("warm-up-gradients-copied-after", "fxslots/runtime/cudagraphs/delivery.py",
+           "    views = fresh_views(d.nbytes, d.runs, variant.device)",
+           "    views = None",
+           "the warm-up backward computes the gradients autograd may keep into their one "
+           "buffer (copied there after, each is held twice at the backward's end)", "cpu",
+           ("tests/test_accumulate.py::test_the_warm_up_backward_computes_its_gradients_into_"
+            "their_buffer",)),
 )

@@ -33,7 +33,8 @@ from ..variant import Direction, Variant
 from .delivery import Deliveries
 from .outputs import Captured, OutKind, describe_outputs, own_user_outputs, saved_views
 from .pool import CaptureFailed, CudaCapturer
-from .staging import compact_grads, copy_staged, write_back
+from .delivery import warm_up
+from .staging import copy_staged, write_back
 
 log = logging.getLogger(__name__)
 
@@ -217,7 +218,7 @@ class GraphExecutor:
             # launch) must not land in a capture: each graph runs uncaptured first (Inductor's
             # again after any Inductor compile since); its gradients go to compact memory.
             self.warm[warm] = compiles
-            return compact_grads(gm(*gargs), stale and variant.kept_grads(key))
+            return warm_up(variant, key, gm, gargs, stale and variant.kept_grads(key))
         cap = self._capture(variant, slot, key, variant.runner(
             key.direction, key.accumulate, delivers, captured=True), gargs, stage, nargs)
         if cap is None:

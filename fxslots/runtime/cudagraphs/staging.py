@@ -10,7 +10,7 @@ import torch
 
 from ... import _torch, state
 from ...geometry import span_elements
-from ..layout import Geometry, make_views, pack
+from ..layout import Geometry, make_views, pack, view_runs
 
 
 class StagingBuffer:
@@ -129,20 +129,29 @@ def compact_grads(outs: Any, indices: Any) -> Any:  # indices: falsy for none
         outs[i] for i in indices if i < len(outs) and isinstance(outs[i], torch.Tensor)))
     if not grads or any(g.requires_grad for g in grads):
         return outs
-    if grads[0].device.type == "cuda":
-        torch.cuda.empty_cache()
     shapes = [(g.dtype, tuple(g.shape), g.stride() if _dense(g) else _contiguous(g.shape))
               for g in grads]
     geometry, nbytes = pack(shapes, 512)
-    try:
-        buf = torch.empty(max(nbytes, 1), dtype=torch.uint8, device=grads[0].device)
-    except torch.OutOfMemoryError:  # a second copy does not fit: they stay where they are
+    views = fresh_views(nbytes, view_runs(geometry), grads[0].device)
+    if views is None:  # a second copy does not fit: they stay where they are
         return outs
-    views = make_views(buf.untyped_storage(), buf.device, geometry)
     _torch.foreach_copy_(views, grads)
     moved, at = {id(g): v for g, v in zip(grads, views, strict=True)}, set(indices)
     out = [moved.get(id(o), o) if i in at else o for i, o in enumerate(outs)]
     return type(outs)(out) if isinstance(outs, tuple) else out
+
+
+def fresh_views(nbytes: int, runs: Any, device: torch.device) -> list[torch.Tensor] | None:
+    """Views (``runs``: ``layout.view_runs`` of their geometry) of one new buffer, allocated
+    once the device's cached free segments went back, so that it shares none with a
+    temporary; None where it does not fit."""
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    try:
+        buf = torch.empty(max(nbytes, 1), dtype=torch.uint8, device=device)
+    except torch.OutOfMemoryError:
+        return None
+    return make_views(buf.untyped_storage(), device, None, runs)
 
 
 def _dense(t: torch.Tensor) -> bool:
