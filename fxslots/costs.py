@@ -154,6 +154,14 @@ def value_bytes(node: fx.Node) -> int:
     return _nbytes(v) if isinstance(v, torch.Tensor) else 0
 
 
+def allocated_bytes(node: fx.Node) -> int:
+    """Bytes a node's value takes (all of them for an op with several outputs), at shape
+    hints: 0 for no tensor."""
+    v = node.meta.get("val")
+    vals = v if isinstance(v, (tuple, list)) else (v,)
+    return sum(_nbytes(t) for t in vals if isinstance(t, torch.Tensor))
+
+
 def _nbytes(t: torch.Tensor) -> int:
     n = t.element_size()
     for s in t.shape:

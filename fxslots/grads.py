@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import Any, Callable
 
 import torch
@@ -19,16 +20,18 @@ from . import kernels
 from .errors import UnsupportedGraphError
 from .fallback import go_without
 from .options import Options
-from .costs import value_bytes
+from .costs import allocated_bytes, value_bytes
 from .passes.accumulate import accumulate_grads, flush_bytes_for
 from .passes.deliver import deliver_grads, deliverable
 from .passes.observe import failure_reason, observe
 from .geometry import span_elements
-from .overlay import END, NEVER, Overlay
-from .passes.lifetimes import read_lifetimes
+from .overlay import END, NEVER, Overlay, delivering_warm_up_is_lower
+from .passes.lifetimes import allocated_peak, read_lifetimes
 from .runtime.layout import STAGED, pack, view_runs
 from .runtime.variant import Accumulate, Deliver
 from .schemas import ArenaPlan, SavedSet, Write
+
+log = logging.getLogger(__name__)
 
 
 def accumulate(bw: fx.GraphModule, static: list[int], options: Options, example_inputs: Any,
@@ -48,7 +51,37 @@ def deliver(bw: fx.GraphModule, static: list[int], variant: Any, options: Option
     d = _or_without(lambda: _deliver(bw, static, variant.device, options, example_inputs, what),
                     f"the delivering twin of the {what}",
                     "its gradients are copied out of the pool", options)
-    return None if d is None else _with_overlay(d, saved, variant.plan, options)
+    if d is None:
+        return None
+    return _with_overlay(_with_warm_up(d, bw, variant.accumulate, options), saved, variant.plan,
+                         options)
+
+
+def _with_warm_up(d: Deliver, bw: fx.GraphModule, accumulate: Accumulate | None,
+                  options: Options) -> Deliver:
+    """``d``, told whether its warm-up should compute the gradients autograd may keep into
+    their buffer (``overlay.delivering_warm_up_is_lower``); ATen's twin only (Inductor's warms
+    up delivering into the output buffer anyway)."""
+    if d.kernel is not None or accumulate is None:
+        return d
+    lower = _or_without(lambda: _warm_up_is_lower(d, bw, accumulate.indices),
+                        "estimating the warm-up's peak", "its gradients are copied after it",
+                        options)
+    return dataclasses.replace(d, warm_up=bool(lower))
+
+
+def _warm_up_is_lower(d: Deliver, bw: fx.GraphModule, kept: tuple[int, ...]) -> bool:
+    outs = list(next(iter(bw.graph.find_nodes(op="output"))).args[0])
+    sizes = {i: allocated_bytes(outs[i]) for i in kept
+             if i < len(outs) and isinstance(outs[i], fx.Node)}
+    undelivered = sum(b for i, b in sizes.items() if i not in d.outputs)
+    plain, twin = allocated_peak(bw), allocated_peak(d.graph)
+    lower = delivering_warm_up_is_lower(plain, twin, sum(sizes.values()), undelivered, d.nbytes)
+    log.info("warm-up peak, estimated: %d bytes copying %d bytes of gradients after it, %d "
+             "computing them into their buffer: %s", max(plain[0], plain[1] + sum(sizes.values())),
+             sum(sizes.values()), max(d.nbytes + twin[0], d.nbytes + twin[1] + undelivered),
+             "delivering" if lower else "copying after")
+    return lower
 
 
 def _with_overlay(d: Deliver, saved: SavedSet, plan: ArenaPlan, options: Options) -> Deliver:

@@ -1,5 +1,6 @@
 """Lifetimes: when a delivering backward last reads each argument and first writes each
-gradient buffer, by position in its node order (what ATen kernels run in).
+gradient buffer, by position in its node order (what ATen kernels run in); and how many bytes
+a graph's own allocations hold at once when it runs uncaptured.
 
 An analysis, not a rewrite: ``fxslots.overlay.place`` turns the positions into gradient
 offsets in the slot's arena. A value's readers include the readers of every value that may
@@ -9,9 +10,12 @@ graph returns, or that shares bytes with one, is read at ``overlay.END``.
 
 from __future__ import annotations
 
+import collections
+
 import torch.fx as fx
 
 from .. import _torch
+from ..costs import allocated_bytes
 from ..overlay import END, NEVER
 
 
@@ -25,6 +29,31 @@ def read_lifetimes(gm: fx.GraphModule, n_buffers: int) -> tuple[tuple[int, ...],
     buffers = placeholders[len(placeholders) - n_buffers:]
     writes = tuple(min((pos[u] for u in b.users), default=END) for b in buffers)
     return tuple(_last_read(p, pos) for p in args), writes
+
+
+def allocated_peak(gm: fx.GraphModule) -> tuple[int, int]:
+    """(the most bytes ``gm``'s own allocations hold at once, the bytes they still hold when it
+    returns), running its nodes in order at shape hints, as an uncaptured run does: a value
+    allocates at its node and is freed after its last reader (readers of its aliases count); a
+    value that may share bytes with an input (a view, an out= or in-place result, getitem)
+    allocates nothing. The inputs' bytes are not counted."""
+    nodes = list(gm.graph.nodes)
+    pos = {n: i for i, n in enumerate(nodes)}
+    freed: dict[int, int] = collections.defaultdict(int)
+    live = peak = held = 0
+    for i, n in enumerate(nodes):
+        nbytes = 0 if n.op != "call_function" or may_return_alias(n.target) else (
+            allocated_bytes(n))
+        if nbytes:
+            live += nbytes
+            last = _last_read(n, pos)
+            if last == END:
+                held += nbytes
+            else:
+                freed[max(last, i)] += nbytes
+        peak = max(peak, live)
+        live -= freed.pop(i, 0)
+    return peak, held
 
 
 def _last_read(value: fx.Node, pos: dict[fx.Node, int]) -> int:

@@ -63,6 +63,7 @@ class Deliver:
     in_place: int = 0  # how many are computed into the buffer by their producer (no copy)
     runs: tuple = ()  # runtime.layout.view_runs(geometry), grouped once
     overlay: Any = None  # fxslots.overlay.Overlay: its gradients may go into the slot's arena
+    warm_up: bool = False  # its warm-up computes the kept gradients into one buffer (lower peak)
 
 
 @dataclass

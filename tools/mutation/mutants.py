@@ -695,8 +695,17 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("warm-up-gradients-copied-after", "fxslots/runtime/cudagraphs/delivery.py",
            "    views = fresh_views(d.nbytes, d.runs, variant.device)",
            "    views = None",
-           "the warm-up backward computes the gradients autograd may keep into their one "
-           "buffer (copied there after, each is held twice at the backward's end)", "cpu",
+           "where that peaks lower, the warm-up backward computes the gradients autograd may "
+           "keep into their one buffer (copied there after, each is held twice at its end)",
+           "cpu",
            ("tests/test_accumulate.py::test_the_warm_up_backward_computes_its_gradients_into_"
             "their_buffer",)),
+    Mutant("warm-up-buffer-left-out-of-its-peak", "fxslots/overlay.py",
+           "    delivering = max(buffer + twin[0], buffer + twin[1] + undelivered)",
+           "    delivering = max(twin[0], buffer + twin[1] + undelivered)",
+           "a warm-up delivers its gradients into their buffer only where that peaks lower: the "
+           "buffer is held through the whole backward", "cpu",
+           ("tests/test_accumulate.py::test_the_warm_up_delivers_only_where_that_peaks_lower",
+            "tests/test_accumulate.py::test_a_backward_that_peaks_before_its_gradients_copies_"
+            "them_after")),
 )

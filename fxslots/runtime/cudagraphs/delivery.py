@@ -127,9 +127,11 @@ def warm_up(variant: Any, key: Any, gm: Any, gargs: list[Any], kept: Any) -> Any
     as .grad (outputs ``kept``) go to one new buffer. The delivering backward of ATen kernels
     computes them there, so they are never held twice: copied there after the backward, they
     were, at its end, and llama-small's warm-up peaked 0.16 GiB above its steady state for it
-    (H200 run 29c). The others are copied (``compact_grads``)."""
+    (H200 run 29c). Where that would peak higher (``Deliver.warm_up``: a backward whose own
+    peak comes before its gradients, which the buffer would sit beside), and for gradients the
+    twin does not deliver, they are copied (``compact_grads``)."""
     d = variant.deliver
-    if (not kept or d is None or d.kernel is not None or key.delivers != -1
+    if (not kept or d is None or not d.warm_up or key.delivers != -1
             or torch.is_grad_enabled()):  # create_graph=True: they join a graph
         return compact_grads(gm(*gargs), kept)
     views = fresh_views(d.nbytes, d.runs, variant.device)
