@@ -30,10 +30,9 @@ from ...passes.collect import mutated_placeholders
 from ..layout import geometry_of, make_views, pack, slot_views
 from ..ring import Slot
 from ..variant import Direction, Variant
-from .delivery import Deliveries
+from .delivery import Deliveries, warm_up
 from .outputs import Captured, OutKind, describe_outputs, own_user_outputs, saved_views
 from .pool import CaptureFailed, CudaCapturer
-from .delivery import warm_up
 from .staging import copy_staged, write_back
 
 log = logging.getLogger(__name__)
