@@ -353,6 +353,14 @@ def test_allocated_peak_counts_what_a_run_holds_at_once():
     gm = make_fx(f, tracing_mode="fake")(torch.randn(16))
     assert allocated_peak(gm) == (128, 68)  # a and c at c; a freed before d; c and d held
 
+    def g(buf, x):  # a delivering twin's copy into its buffer: copy_ returns buf, not y
+        y = x * 2
+        buf.copy_(y)
+        return buf, x.t() + 1
+
+    gm = make_fx(g, tracing_mode="fake")(torch.randn(4, 4), torch.randn(4, 4))
+    assert allocated_peak(gm) == (64, 64)  # y freed after the copy; the sum held
+
 
 def test_compact_grads_copies_exactly_and_keeps_what_it_must():
     from fxslots.runtime.cudagraphs.staging import compact_grads

@@ -36,7 +36,10 @@ def allocated_peak(gm: fx.GraphModule) -> tuple[int, int]:
     returns), running its nodes in order at shape hints, as an uncaptured run does: a value
     allocates at its node and is freed after its last reader (readers of its aliases count); a
     value that may share bytes with an input (a view, an out= or in-place result, getitem)
-    allocates nothing. The inputs' bytes are not counted."""
+    allocates nothing. The inputs' bytes are not counted. An estimate, so aliases follow the
+    schema (``copy_(buf, x)`` returns ``buf``, not ``x``): the conservative rule kept every
+    gradient a delivering twin copies into its buffer alive to the end (llama-small: 229
+    against 63 MiB at sequence 512, on CPU)."""
     nodes = list(gm.graph.nodes)
     pos = {n: i for i, n in enumerate(nodes)}
     freed: dict[int, int] = collections.defaultdict(int)
@@ -46,7 +49,7 @@ def allocated_peak(gm: fx.GraphModule) -> tuple[int, int]:
             allocated_bytes(n))
         if nbytes:
             live += nbytes
-            last = _last_read(n, pos)
+            last = _last_read(n, pos, precise=True)
             if last == END:
                 held += nbytes
             else:
@@ -56,17 +59,37 @@ def allocated_peak(gm: fx.GraphModule) -> tuple[int, int]:
     return peak, held
 
 
-def _last_read(value: fx.Node, pos: dict[fx.Node, int]) -> int:
+def _last_read(value: fx.Node, pos: dict[fx.Node, int], precise: bool = False) -> int:
+    """The last position reading ``value``'s bytes (END: returned). Results that may alias it
+    count as it: any a schema lets alias an input, or (``precise``) only those whose schema
+    aliases them to the argument ``value`` is passed as."""
     last, stack, seen = NEVER, [value], {value}
     while stack:
-        for user in stack.pop().users:
+        v = stack.pop()
+        for user in v.users:
             if user.op == "output":
                 return END
             last = max(last, pos[user] if not _reads_later(user) else _downstream(user, pos))
-            if user not in seen and may_return_alias(user.target):
+            if user not in seen and (_aliases(user, v) if precise else
+                                     may_return_alias(user.target)):
                 seen.add(user)
                 stack.append(user)
     return last
+
+
+def _aliases(user: fx.Node, arg: fx.Node) -> bool:
+    """Whether ``user``'s result may share bytes with ``arg``, by its schema: a return's alias
+    set names the argument ``arg`` is passed as (no schema: it may)."""
+    schema = getattr(user.target, "_schema", None)
+    if schema is None:
+        return True
+    sets = {a for r in schema.returns if r.alias_info is not None for a in r.alias_info.before_set}
+    positional = [a for a in schema.arguments if not a.kwarg_only]
+    given = [(a, user.args[i] if i < len(user.args) else user.kwargs.get(a.name))
+             for i, a in enumerate(positional)]
+    given += [(a, user.kwargs.get(a.name)) for a in schema.arguments if a.kwarg_only]
+    return any(v is arg and a.alias_info is not None and set(a.alias_info.before_set) & sets
+               for a, v in given)
 
 
 def _reads_later(node: fx.Node) -> bool:

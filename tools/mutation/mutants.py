@@ -424,8 +424,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "cpu", ("tests/test_overlay.py::"
                    "test_a_gradient_takes_bytes_read_before_it_is_written_and_no_others",)),
     Mutant("lifetimes-ignore-views", LIFETIMES,
-           "if user not in seen and may_return_alias(user.target):",
-           "if False:",
+           "may_return_alias(user.target)):",
+           "False):",
            "a saved tensor is read as long as any view of it is", "cpu",
            ("tests/test_overlay.py::"
             "test_a_view_read_later_keeps_its_base_alive_and_a_returned_value_lives_to_the_end",)),
@@ -708,4 +708,10 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/test_accumulate.py::test_the_warm_up_delivers_only_where_that_peaks_lower",
             "tests/test_accumulate.py::test_a_backward_that_peaks_before_its_gradients_copies_"
             "them_after")),
+    Mutant("peak-estimate-keeps-copied-sources", "fxslots/passes/lifetimes.py",
+           "(_aliases(user, v) if precise else",
+           "(True if precise else",
+           "the warm-up's peak estimate follows aliases by schema: the source of a copy_ into a "
+           "buffer is freed after it, not kept to the end with the buffer", "cpu",
+           ("tests/test_accumulate.py::test_allocated_peak_counts_what_a_run_holds_at_once",)),
 )
