@@ -25,7 +25,7 @@ from .passes.accumulate import accumulate_grads, flush_bytes_for
 from .passes.deliver import deliver_grads, deliverable
 from .passes.observe import failure_reason, observe
 from .geometry import span_elements
-from .overlay import END, NEVER, Overlay, delivering_warm_up_is_lower
+from .overlay import END, NEVER, Overlay, warm_up_peaks
 from .passes.lifetimes import allocated_peak, read_lifetimes
 from .runtime.layout import STAGED, pack, view_runs
 from .runtime.variant import Accumulate, Deliver
@@ -60,8 +60,8 @@ def deliver(bw: fx.GraphModule, static: list[int], variant: Any, options: Option
 def _with_warm_up(d: Deliver, bw: fx.GraphModule, accumulate: Accumulate | None,
                   options: Options) -> Deliver:
     """``d``, told whether its warm-up should compute the gradients autograd may keep into
-    their buffer (``overlay.delivering_warm_up_is_lower``); ATen's twin only (Inductor's warms
-    up delivering into the output buffer anyway)."""
+    their buffer, where that peaks lower (``overlay.warm_up_peaks``); ATen's twin only
+    (Inductor's warms up delivering into the output buffer anyway)."""
     if d.kernel is not None or accumulate is None:
         return d
     lower = _or_without(lambda: _warm_up_is_lower(d, bw, accumulate.indices),
@@ -75,11 +75,12 @@ def _warm_up_is_lower(d: Deliver, bw: fx.GraphModule, kept: tuple[int, ...]) -> 
     sizes = {i: allocated_bytes(outs[i]) for i in kept
              if i < len(outs) and isinstance(outs[i], fx.Node)}
     undelivered = sum(b for i, b in sizes.items() if i not in d.outputs)
-    plain, twin = allocated_peak(bw), allocated_peak(d.graph)
-    lower = delivering_warm_up_is_lower(plain, twin, sum(sizes.values()), undelivered, d.nbytes)
+    kept_bytes = sum(sizes.values())
+    copied_after, delivering = warm_up_peaks(allocated_peak(bw), allocated_peak(d.graph),
+                                             kept_bytes, undelivered, d.nbytes)
+    lower = delivering < copied_after
     log.info("warm-up peak, estimated: %d bytes copying %d bytes of gradients after it, %d "
-             "computing them into their buffer: %s", max(plain[0], plain[1] + sum(sizes.values())),
-             sum(sizes.values()), max(d.nbytes + twin[0], d.nbytes + twin[1] + undelivered),
+             "computing them into their buffer: %s", copied_after, kept_bytes, delivering,
              "delivering" if lower else "copying after")
     return lower
 

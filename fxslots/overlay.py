@@ -108,10 +108,10 @@ def spans_of(groups: Sequence[tuple[int, int, int]], reads: Mapping[int, int]) -
             if reads.get(g, NEVER) != NEVER and n > 0]
 
 
-def delivering_warm_up_is_lower(plain: tuple[int, int], twin: tuple[int, int], kept: int,
-                                undelivered: int, buffer: int) -> bool:
-    """Whether an uncaptured backward whose kept gradients go to one buffer peaks lower when the
-    delivering twin computes them there than when the plain backward's are copied there after.
+def warm_up_peaks(plain: tuple[int, int], twin: tuple[int, int], kept: int, undelivered: int,
+                  buffer: int) -> tuple[int, int]:
+    """The peaks of an uncaptured backward whose kept gradients go to one buffer: (copied
+    there after the plain backward, computed there by the delivering twin).
 
     ``plain``, ``twin``: each graph's ``lifetimes.allocated_peak`` (peak, held at return);
     ``kept``: bytes of the gradients autograd may keep; ``undelivered``: those of them the twin
@@ -122,4 +122,4 @@ def delivering_warm_up_is_lower(plain: tuple[int, int], twin: tuple[int, int], k
     peaked 0.92 GiB higher delivering, H200 run 29e; llama-small's 0.15 GiB lower, run 29d)."""
     copied_after = max(plain[0], plain[1] + kept)
     delivering = max(buffer + twin[0], buffer + twin[1] + undelivered)
-    return delivering < copied_after
+    return copied_after, delivering

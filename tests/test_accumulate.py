@@ -333,9 +333,10 @@ def test_a_backward_that_peaks_before_its_gradients_copies_them_after(  # noqa: 
 ])
 def test_the_warm_up_delivers_only_where_that_peaks_lower(plain, twin, kept, undelivered,
                                                         buffer, lower):
-    from fxslots.overlay import delivering_warm_up_is_lower
+    from fxslots.overlay import warm_up_peaks
 
-    assert delivering_warm_up_is_lower(plain, twin, kept, undelivered, buffer) is lower
+    copied_after, delivering = warm_up_peaks(plain, twin, kept, undelivered, buffer)
+    assert (delivering < copied_after) is lower
 
 
 def test_allocated_peak_counts_what_a_run_holds_at_once():
