@@ -26,8 +26,9 @@ from .passes.deliver import deliver_grads, deliverable
 from .passes.observe import failure_reason, observe
 from .geometry import span_elements
 from .overlay import END, NEVER, Overlay, warm_up_peaks
+from .passes.borrow import borrow_arena, borrowable
 from .passes.lifetimes import allocated_peak, read_lifetimes
-from .runtime.layout import STAGED, pack, view_runs
+from .runtime.layout import STAGED, layout_of, pack, view_runs
 from .runtime.variant import Accumulate, Deliver
 from .schemas import ArenaPlan, SavedSet, Write
 
@@ -92,7 +93,12 @@ def _with_overlay(d: Deliver, saved: SavedSet, plan: ArenaPlan, options: Options
         return d
     made = _or_without(lambda: _overlay(d, saved, plan), "placing gradients in the arena",
                        "they go to the output buffer", options)
-    return d if made is None else dataclasses.replace(d, overlay=made)
+    if made is None:
+        return d
+    borrowed = _or_without(lambda: _with_temporaries(made, d.graph, plan, options.alignment),
+                           "placing the backward's temporaries in the arena",
+                           "they stay in the pool", options)
+    return dataclasses.replace(d, overlay=borrowed or made)
 
 
 def _overlay(d: Deliver, saved: SavedSet, plan: ArenaPlan) -> Overlay:
@@ -106,6 +112,29 @@ def _overlay(d: Deliver, saved: SavedSet, plan: ArenaPlan) -> Overlay:
     nbytes = tuple(int(span_elements(shape, stride)) * dtype.itemsize
                    for dtype, _, shape, stride in d.geometry)
     return Overlay(by_group, writes, nbytes)
+
+
+def _with_temporaries(ov: Overlay, gm: fx.GraphModule, plan: ArenaPlan, alignment: int
+                      ) -> Overlay:
+    """``ov`` with the temporaries that find dead arena bytes at the plan's one shape, and the
+    graph that computes them there (``passes/borrow.py``); a plan of symbolic shapes keeps its
+    temporaries in the pool (their bytes, and the holes, change with the shape)."""
+    if plan.capacity.free_symbols:
+        return ov
+    found = borrowable(gm)
+    if not found:
+        return ov
+    layout = layout_of(plan, {})
+    trial = dataclasses.replace(ov, temps=tuple(found), graph=gm)
+    _, _, at = trial.place_at(layout.groups, layout.nbytes, alignment)
+    temps = [t for t, off in zip(found, at, strict=True) if off is not None]
+    if not temps:
+        return ov
+    twin = observe("borrow_arena", borrow_arena, gm, temps,
+                   summary=lambda g: f"{len(temps)} of {len(found)} temporaries "
+                                     f"({sum(t.nbytes for t in temps)} bytes) computed into "
+                                     f"arena bytes the backward has finished reading")
+    return dataclasses.replace(ov, temps=tuple(temps), graph=twin)
 
 
 def _or_without(make: Callable[[], Any], what: str, instead: str, options: Options) -> Any:

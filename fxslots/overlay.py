@@ -9,17 +9,20 @@ the heavy benchmark model 0.25 GiB above eager's peak. The backward of a slot re
 and nothing after it does (the slot is free once it returns), so a gradient written after the
 last read of some saved bytes can live there, until the next forward into that slot: the ring
 keeps a slot whose arena holds gradients someone still uses out of reach
-(``runtime.ring.Slot.lend``).
+(``runtime.ring.Slot.lend``). The backward's temporaries, which the pool holds beside the
+arena, can borrow the same dead bytes for as long as they live (``Temporary``): eager's
+allocator serves them from freed activations too.
 
-The plan is data: ``place`` takes byte spans with the position of their last read and the
-gradients with the position of their write, and returns an offset (or None) per gradient. It
-never sees a graph; ``passes/lifetimes.py`` reads the positions from one.
+The plan is data: ``place`` takes byte spans with the position of their last read and items
+(gradients, temporaries) with the positions of their write and last read, and returns an
+offset (or None) per item. It never sees a graph; ``passes/lifetimes.py`` reads the positions
+from one.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from .geometry import align_up
 
@@ -28,60 +31,88 @@ END = 1 << 62  # read by the backward's output (handed out): never free
 
 
 @dataclass(frozen=True)
+class Temporary:
+    """A value the delivering backward computes and has finished reading before it returns,
+    whose producer has an out= kernel: it can be computed into bytes of the arena instead of
+    the pool (``passes/borrow.py``). Positions are the delivering backward's nodes."""
+
+    write: int  # the node that computes it
+    last_read: int  # the last node that reads it (or a value sharing its bytes)
+    nbytes: int
+    geometry: tuple  # (dtype, shape, stride) of the view it is computed into
+
+
+@dataclass(frozen=True)
 class Overlay:
     """What a delivering backward reads and writes, by position in its node order (ATen kernels
     run in that order): the static half of a plan, made once per variant.
 
     Invariants: ``writes`` and ``nbytes`` have one entry per delivered gradient, in the order
-    of ``Deliver.outputs``; every position is NEVER, END or a node's index.
+    of ``Deliver.outputs``; every position is NEVER, END or a node's index; ``graph`` is the
+    delivering backward that takes one view per temporary after the gradients' (None: no
+    temporaries), with the same nodes in the same order besides those placeholders.
     """
 
     reads: Mapping[int, int]  # storage group -> position of the last node that reads it
     writes: tuple[int, ...]  # per delivered gradient: the node that writes it
     nbytes: tuple[int, ...]  # per delivered gradient: bytes it spans
+    temps: tuple[Temporary, ...] = ()
+    graph: Any = None
 
     def __post_init__(self) -> None:
         assert len(self.writes) == len(self.nbytes), (self.writes, self.nbytes)
         assert all(w >= 0 for w in self.writes), self.writes
+        assert all(0 <= t.write <= t.last_read < END for t in self.temps), self.temps
+        assert (self.graph is None) == (not self.temps), "temporaries come with their graph"
 
     def place_at(self, groups: Sequence[tuple[int, int, int]], capacity: int, alignment: int
-                 ) -> tuple[list["Span"], tuple[int | None, ...]]:
-        """The spans of an arena's groups ``(offset, nbytes, group id)`` at one shape and each
-        gradient's offset among them (``place``): what the runtime uses and explain() prints."""
+                 ) -> tuple[list["Span"], tuple[int | None, ...], tuple[int | None, ...]]:
+        """The spans of an arena's groups ``(offset, nbytes, group id)`` at one shape, each
+        gradient's offset among them, then each temporary's in what the gradients leave
+        (``place``): gradients first, so borrowing never sends one to the output buffer."""
         spans = spans_of(groups, self.reads)
-        grads = list(zip(self.nbytes, self.writes, strict=True))
-        return spans, place(spans, capacity, grads, alignment)
+        grads = [(n, w, END) for n, w in zip(self.nbytes, self.writes, strict=True)]
+        at = place(spans, capacity, grads, alignment)
+        taken = [Span(off, off + n, END, written=w) for (n, w, _), off in zip(grads, at,
+                                                                               strict=True)
+                 if off is not None]
+        temps = [(t.nbytes, t.write, t.last_read) for t in self.temps]
+        return spans, at, place(spans + taken, capacity, temps, alignment)
 
 
 @dataclass(frozen=True)
 class Span:
-    """Bytes ``[start, end)`` of an arena, last read at node ``last_read``."""
+    """Bytes ``[start, end)`` of an arena, busy from node ``written`` (NEVER: from the start)
+    through node ``last_read``."""
 
     start: int
     end: int
     last_read: int
     group: int | None = None  # the storage group whose bytes these are, when one is
+    written: int = NEVER
 
 
-def place(spans: Sequence[Span], capacity: int, grads: Sequence[tuple[int, int]],
+def place(spans: Sequence[Span], capacity: int, items: Sequence[tuple[int, ...]],
           alignment: int) -> tuple[int | None, ...]:
-    """An aligned byte offset in ``[0, capacity)`` for each gradient ``(nbytes, written at)``,
-    or None where none fits: a gradient written at node t may take bytes no span read at or
-    after t covers, and no other gradient (each is kept to the backward's end).
+    """An aligned byte offset in ``[0, capacity)`` for each item ``(nbytes, written at)``
+    (a gradient: kept to the backward's end) or ``(nbytes, written at, last read)`` (a
+    temporary), or None where none fits: an item busy from node w through node r may take
+    bytes no span or other item is busy in at any node of ``[w, r]`` (a node that reads some
+    bytes never writes its result over them).
 
-    Gradients are placed in the order they are written, each in the smallest hole that holds
-    it (the large holes stay for large gradients written later); bytes outside every span
+    Items are placed in the order they are written, each in the smallest hole that holds it
+    (the large holes stay for large items written later); bytes outside every span
     (alignment gaps, the arena's tail past this variant's layout) are free from the start.
     """
-    placed: list[tuple[int, int]] = []
-    offsets: list[int | None] = [None] * len(grads)
-    for k in sorted(range(len(grads)), key=lambda k: (grads[k][1], -grads[k][0])):
-        nbytes, t = grads[k]
-        busy = [(s.start, s.end) for s in spans if s.last_read >= t] + placed
-        hole = _smallest_hole(_holes(busy, capacity, alignment), nbytes)
+    busy = [(s.start, s.end, s.written, s.last_read) for s in spans]
+    offsets: list[int | None] = [None] * len(items)
+    for k in sorted(range(len(items)), key=lambda k: (items[k][1], -items[k][0])):
+        nbytes, w, r = (*items[k], END)[:3]
+        hole = _smallest_hole(_holes([(a, b) for a, b, f, last in busy if f <= r and w <= last],
+                                     capacity, alignment), nbytes)
         if hole is not None:
             offsets[k] = hole
-            placed.append((hole, hole + nbytes))
+            busy.append((hole, hole + nbytes, w, r))
     return tuple(offsets)
 
 

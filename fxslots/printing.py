@@ -104,10 +104,7 @@ def format_plan(saved: SavedSet, plan: ArenaPlan) -> str:
                           else f" (alias of {p.copies[0]})" if len(p.copies) == 1 else " (alias)")
             rows.append((m, shape_str(t.dtype, t.shape), str(list(t.stride)), str(t.nbytes),
                          f"g{p.group}", where, write))
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    lines = [fmt.format(*header).rstrip(), fmt.format(*("-" * w for w in widths)).rstrip()]
-    lines += [fmt.format(*r).rstrip() for r in rows]
+    lines = _table(header, rows)
     lines.append("")
     lines += _group_lines(saved, plan)
     lines.append(f"arena bytes per slot: {plan.capacity}"
@@ -140,28 +137,54 @@ def _group_lines(saved: SavedSet, plan: ArenaPlan) -> list[str]:
 def format_arena_grads(deliver: Any, layout: Any, capacity: int, alignment: int) -> str:
     """Where a delivering backward writes each gradient at one layout (``fxslots.overlay``):
     the arena bytes it takes and the groups whose bytes those were (with the node that read
-    them last), or the output buffer. Positions are nodes of the delivering backward."""
+    them last), or the output buffer; then where it computes the temporaries that borrow
+    arena bytes (``passes/borrow.py``), if any. Positions are nodes of the delivering
+    backward."""
     from .overlay import END
 
     ov = deliver.overlay
     names = [n.name for n in deliver.graph.graph.nodes]
-    spans, offsets = ov.place_at(layout.groups, capacity, alignment)
-    header = ("gradient", "bytes", "written by", "goes to", "over")
-    rows = []
-    for out, n, at, off in zip(deliver.outputs, ov.nbytes, ov.writes, offsets, strict=True):
-        if off is None:
-            rows.append((f"output {out}", str(n), names[at], "output buffer", "-"))
-            continue
-        over = [f"{'staged inputs' if s.group < 0 else f'g{s.group}'} (read last by "
-                f"{'the output' if s.last_read == END else names[s.last_read]})"
-                for s in spans if s.start < off + n and off < s.end]
-        rows.append((f"output {out}", str(n), names[at], f"arena [{off}, {off + n})",
-                     ", ".join(over) or "bytes no group holds"))
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    lines = [fmt.format(*header).rstrip(), fmt.format(*("-" * w for w in widths)).rstrip()]
-    lines += [fmt.format(*r).rstrip() for r in rows]
+    spans, offsets, temp_offsets = ov.place_at(layout.groups, capacity, alignment)
+
+    def over(off: int, n: int) -> str:
+        return ", ".join(
+            f"{'staged inputs' if s.group < 0 else f'g{s.group}'} (read last by "
+            f"{'the output' if s.last_read == END else names[s.last_read]})"
+            for s in spans if s.start < off + n and off < s.end) or "bytes no group holds"
+
+    rows = [(f"output {out}", str(n), names[at], "output buffer", "-") if off is None else
+            (f"output {out}", str(n), names[at], f"arena [{off}, {off + n})", over(off, n))
+            for out, n, at, off in zip(deliver.outputs, ov.nbytes, ov.writes, offsets,
+                                       strict=True)]
+    lines = _table(("gradient", "bytes", "written by", "goes to", "over"), rows)
     placed = sum(n for n, off in zip(ov.nbytes, offsets, strict=True) if off is not None)
     lines.append(f"in the arena: {placed} of {sum(ov.nbytes)} gradient bytes "
                  f"(arena {capacity} bytes)")
+    if ov.temps:
+        lines += [""] + _borrowed_lines(ov.temps, temp_offsets, names, over)
     return "\n".join(lines)
+
+
+def _borrowed_lines(temps: Any, offsets: Any, names: list[str], over: Any) -> list[str]:
+    """The temporaries' rows: each computed into arena bytes only when every one finds some
+    at this layout (the graph that computes them there takes a view for each), else all in
+    the pool."""
+    every = None not in offsets
+    rows = [(names[t.write], str(t.nbytes), names[t.last_read],
+             f"arena [{off}, {off + t.nbytes})" if every else "pool",
+             over(off, t.nbytes) if every else "-")
+            for t, off in zip(temps, offsets, strict=True)]
+    lines = _table(("temporary", "bytes", "read last by", "computed in", "over"), rows)
+    total = sum(t.nbytes for t in temps)
+    lines.append(f"temporaries in the arena: {total if every else 0} of {total} bytes"
+                 + ("" if every else f" ({sum(o is None for o in offsets)} find no bytes "
+                                     f"at this layout: all stay in the pool)"))
+    return lines
+
+
+def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+    """Left-aligned columns under a header and a rule, as every table here prints."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return ([fmt.format(*header).rstrip(), fmt.format(*("-" * w for w in widths)).rstrip()]
+            + [fmt.format(*r).rstrip() for r in rows])

@@ -417,14 +417,14 @@ def test_golden_explain_shows_each_gradient_over_the_bytes_it_reuses(stand_in_gr
     assert_expected_inline(table, """\
 ----- gradients in the arena at its one shape (once the loop drops .grad before each forward) -----
 gradient  bytes  written by  goes to               over
---------  -----  ----------  --------------------  -------------------------------
-output 0  1024   mm_4        arena [9728, 10752)   g4 (read last by gelu_backward)
-output 1  64     sum_3       arena [10752, 10816)  g4 (read last by gelu_backward)
-output 3  1024   mm_3        arena [8192, 9216)    g4 (read last by gelu_backward)
-output 4  64     sum_2       arena [9216, 9280)    g4 (read last by gelu_backward)
+--------  -----  ----------  --------------------  ----------------------
+output 0  1024   mm_4        arena [14336, 15360)  g5 (read last by mm_1)
+output 1  64     sum_3       arena [15360, 15424)  g5 (read last by mm_1)
+output 3  1024   mm_3        arena [12800, 13824)  g5 (read last by mm_1)
+output 4  64     sum_2       arena [13824, 13888)  g5 (read last by mm_1)
 output 5  1024   mm_1        output buffer         -
-output 6  64     sum_1       output buffer         -
-in the arena: 2176 of 3264 gradient bytes (arena 20480 bytes)""")
+output 6  64     sum_1       arena [12288, 12352)  g5 (read last by mm_1)
+in the arena: 2240 of 3264 gradient bytes (arena 20480 bytes)""")
     want = {int(m[1]): (int(m[2]) if m[2] else None) for m in re.finditer(
         r"^output (\d+) +\d+ +\w+ +(?:arena \[(\d+), \d+\)|output buffer)", table, re.M)}
     _drop(model)  # explain ran a backward

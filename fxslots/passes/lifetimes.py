@@ -3,9 +3,16 @@ gradient buffer, by position in its node order (what ATen kernels run in); and h
 a graph's own allocations hold at once when it runs uncaptured.
 
 An analysis, not a rewrite: ``fxslots.overlay.place`` turns the positions into gradient
-offsets in the slot's arena. A value's readers include the readers of every value that may
-share its bytes (views, in-place results, getitem; any callable without a schema); a value the
-graph returns, or that shares bytes with one, is read at ``overlay.END``.
+and temporary offsets in the slot's arena. A value's readers include the readers of every value
+that may share its bytes: a view of it (``_unsafe_view`` and getitem included), the result of
+an op whose schema aliases that result to the argument the value is passed as (an in-place
+op's or an out= op's result is the tensor it wrote: ``copy_(buf, x)`` and
+``mm.out(x, w, out=buf)`` return ``buf``, not ``x``), and of any callable without a schema.
+A value the graph returns, or that shares bytes with one, is read at ``overlay.END``.
+
+Following every result a schema lets alias *some* input (the rule before session 15) kept any
+value a weight gradient's ``mm.out`` reads alive to the end, since that ``mm`` returns the
+gradient's buffer: no activation a weight gradient reads could lend its bytes.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ def read_lifetimes(gm: fx.GraphModule, n_buffers: int) -> tuple[tuple[int, ...],
     args = placeholders[:len(placeholders) - n_buffers]
     buffers = placeholders[len(placeholders) - n_buffers:]
     writes = tuple(min((pos[u] for u in b.users), default=END) for b in buffers)
-    return tuple(_last_read(p, pos) for p in args), writes
+    return tuple(last_read(p, pos) for p in args), writes
 
 
 def allocated_peak(gm: fx.GraphModule) -> tuple[int, int]:
@@ -36,10 +43,7 @@ def allocated_peak(gm: fx.GraphModule) -> tuple[int, int]:
     returns), running its nodes in order at shape hints, as an uncaptured run does: a value
     allocates at its node and is freed after its last reader (readers of its aliases count); a
     value that may share bytes with an input (a view, an out= or in-place result, getitem)
-    allocates nothing. The inputs' bytes are not counted. An estimate, so aliases follow the
-    schema (``copy_(buf, x)`` returns ``buf``, not ``x``): the conservative rule kept every
-    gradient a delivering twin copies into its buffer alive to the end (llama-small: 229
-    against 64 MiB at sequence 512, on CPU)."""
+    allocates nothing. The inputs' bytes are not counted."""
     nodes = list(gm.graph.nodes)
     pos = {n: i for i, n in enumerate(nodes)}
     freed: dict[int, int] = collections.defaultdict(int)
@@ -49,7 +53,7 @@ def allocated_peak(gm: fx.GraphModule) -> tuple[int, int]:
             allocated_bytes(n))
         if nbytes:
             live += nbytes
-            last = _last_read(n, pos, precise=True)
+            last = last_read(n, pos)
             if last == END:
                 held += nbytes
             else:
@@ -59,10 +63,9 @@ def allocated_peak(gm: fx.GraphModule) -> tuple[int, int]:
     return peak, held
 
 
-def _last_read(value: fx.Node, pos: dict[fx.Node, int], precise: bool = False) -> int:
-    """The last position reading ``value``'s bytes (END: returned). Results that may alias it
-    count as it: any a schema lets alias an input, or (``precise``) only those whose schema
-    aliases them to the argument ``value`` is passed as."""
+def last_read(value: fx.Node, pos: dict[fx.Node, int]) -> int:
+    """The last position reading ``value``'s bytes (END: returned), the readers of results
+    that may share them included (``_shares``)."""
     last, stack, seen = NEVER, [value], {value}
     while stack:
         v = stack.pop()
@@ -70,11 +73,16 @@ def _last_read(value: fx.Node, pos: dict[fx.Node, int], precise: bool = False) -
             if user.op == "output":
                 return END
             last = max(last, pos[user] if not _reads_later(user) else _downstream(user, pos))
-            if user not in seen and (_aliases(user, v) if precise else
-                                     may_return_alias(user.target)):
+            if user not in seen and _shares(user, v):
                 seen.add(user)
                 stack.append(user)
     return last
+
+
+def _shares(user: fx.Node, arg: fx.Node) -> bool:
+    """Whether ``user``'s result may share bytes with ``arg``: a view of it, or an alias its
+    schema names (``_aliases``)."""
+    return _torch.returns_view(user.target) or _aliases(user, arg)
 
 
 def _aliases(user: fx.Node, arg: fx.Node) -> bool:

@@ -25,6 +25,11 @@ class Direction(str, enum.Enum):
     BACKWARD = "backward"
 
 
+# Which delivering backward a captured graph runs (cudagraphs CaptureKey.overlay): gradients in
+# the slot's arena; and its large temporaries there too (Overlay.graph).
+IN_ARENA, BORROWS = 1, 2
+
+
 class Executor(Protocol):
     """Runs a variant's graphs: eagerly, or as captured CUDA graphs."""
 
@@ -98,14 +103,17 @@ class Variant:
     backward_kernel: Callable[..., Any] | None = None
 
     def runner(self, direction: Direction, accumulate: bool = False,
-               deliver: bool = False, captured: bool = False) -> Callable[..., Any]:
+               deliver: bool | int = False, captured: bool = False) -> Callable[..., Any]:
         """What runs a graph (``captured``: into a CUDA graph): Inductor's code for it when
-        there is, else its GraphModule."""
+        there is, else its GraphModule; ``deliver`` BORROWS: the delivering backward that
+        computes temporaries into arena views too."""
         if direction is Direction.FORWARD:
             return self.forward_kernel or self.forward_graph
         if accumulate:
             return ((captured and self.accumulate.captured) or self.accumulate.kernel
                     or self.accumulate.graph)
+        if deliver == BORROWS:
+            return self.deliver.overlay.graph
         if deliver:
             return self.deliver.kernel or self.deliver.graph
         return self.backward_kernel or self.backward_graph

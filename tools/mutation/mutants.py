@@ -418,17 +418,35 @@ MUTANTS: tuple[Mutant, ...] = (
     # ------------------------------------------------------------ GPU only
     # ------------------------------------------------------------ gradients in the arena
     Mutant("grad-written-over-bytes-still-read", OVERLAY,
-           "if s.last_read >= t]",
-           "if s.last_read > t]",
+           "if f <= r and w <= last]",
+           "if f <= r and w < last]",
            "a gradient takes only bytes whose last reader ran before the node that writes it",
            "cpu", ("tests/test_overlay.py::"
                    "test_a_gradient_takes_bytes_read_before_it_is_written_and_no_others",)),
     Mutant("lifetimes-ignore-views", LIFETIMES,
-           "may_return_alias(user.target)):",
-           "False):",
+           "if user not in seen and _shares(user, v):",
+           "if user not in seen and False:",
            "a saved tensor is read as long as any view of it is", "cpu",
            ("tests/test_overlay.py::"
             "test_a_view_read_later_keeps_its_base_alive_and_a_returned_value_lives_to_the_end",)),
+    Mutant("lifetimes-trust-unsafe-view-schema", LIFETIMES,
+           "return _torch.returns_view(user.target) or _aliases(user, arg)",
+           "return _aliases(user, arg)",
+           "_unsafe_view's result shares its input's bytes, whatever its schema says", "cpu",
+           ("tests/test_borrow.py::test_a_value_is_read_as_long_as_its_unsafe_view_is",)),
+    Mutant("temporary-busy-only-where-computed", OVERLAY,
+           "busy.append((hole, hole + nbytes, w, r))",
+           "busy.append((hole, hole + nbytes, w, w))",
+           "a temporary's bytes are busy from the node that computes it through the node that "
+           "reads it last", "cpu",
+           ("tests/test_borrow.py::"
+            "test_a_temporary_takes_bytes_last_read_before_its_node_and_gives_them_back",)),
+    Mutant("borrowed-view-left-unwritten", "fxslots/passes/borrow.py",
+           "        _write_into(graph, node, _out_op(node, None), view, False)\n",
+           "",
+           "a borrowed temporary is computed into its arena view, not beside it", "cpu",
+           ("tests/test_borrow.py::"
+            "test_the_twin_computes_each_temporary_into_its_view_and_its_values_are_the_same",)),
     Mutant("lent-arena-reused", RING,
            "free = [s for s in self.slots if not s.pending() and not s.lent_out()]\n"
            "        if not free:\n            # A",
@@ -709,9 +727,9 @@ MUTANTS: tuple[Mutant, ...] = (
             "tests/test_accumulate.py::test_a_backward_that_peaks_before_its_gradients_copies_"
             "them_after")),
     Mutant("peak-estimate-keeps-copied-sources", "fxslots/passes/lifetimes.py",
-           "(_aliases(user, v) if precise else",
-           "(True if precise else",
-           "the warm-up's peak estimate follows aliases by schema: the source of a copy_ into a "
-           "buffer is freed after it, not kept to the end with the buffer", "cpu",
+           "or _aliases(user, arg)",
+           "or True",
+           "lifetimes follow aliases by schema: the source of a copy_ into a buffer is freed "
+           "after it, not kept to the end with the buffer (the warm-up's peak estimate)", "cpu",
            ("tests/test_accumulate.py::test_allocated_peak_counts_what_a_run_holds_at_once",)),
 )

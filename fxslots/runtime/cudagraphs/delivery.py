@@ -1,6 +1,7 @@
 """Where a delivering backward writes the gradients it hands out: the region's output buffer
 (``staging.OutputBuffer``), or saved bytes of its slot's arena it has finished reading
-(``fxslots.overlay``), the rest still in the buffer."""
+(``fxslots.overlay``), the rest still in the buffer; and where it computes its large
+temporaries: in the pool, or in those bytes too, where each of them finds some."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import torch
 from ... import _torch, state
 from ..layout import make_views, pack, view_runs
 from ..ring import Slot
+from ..variant import BORROWS, IN_ARENA
 from .staging import compact_grads, fresh_views
 
 log = logging.getLogger(__name__)
@@ -28,15 +30,25 @@ class Target:
     runs: tuple  # of the gradients in the buffer (runtime.layout.view_runs)
     placed: "Placement | None" = None
 
+    @property
+    def overlay(self) -> int:
+        """``CaptureKey.overlay``: 0, IN_ARENA (gradients in the arena) or BORROWS (and
+        temporaries: the graph ``overlay.Overlay.graph``)."""
+        if self.arena is None:
+            return 0
+        return BORROWS if self.placed.temp_runs else IN_ARENA
+
     def views(self, device: Any) -> list[Any]:
-        """The graph's gradient arguments, in delivery order. Only a run that is not a replay
-        needs them (a captured graph writes the addresses of its capture): built on demand."""
+        """The graph's gradient arguments, in delivery order, then its temporaries'. Only a
+        run that is not a replay needs them (a captured graph writes the addresses of its
+        capture): built on demand."""
         rest = [] if self.buffer is None else make_views(self.buffer, device, None, self.runs)
         if self.placed is None:
             return rest
         in_arena = iter(make_views(self.arena, device, None, self.placed.arena_runs))
         others = iter(rest)
-        return [next(in_arena) if a else next(others) for a in self.placed.in_arena]
+        grads = [next(in_arena) if a else next(others) for a in self.placed.in_arena]
+        return grads + make_views(self.arena, device, None, self.placed.temp_runs)
 
 
 @dataclass(frozen=True)
@@ -48,6 +60,8 @@ class Placement:
     arena_runs: tuple  # their views over the arena (runtime.layout.view_runs, grouped once)
     buffer_runs: tuple  # the others', packed in the buffer
     buffer_nbytes: int
+    temp_runs: tuple = ()  # the temporaries' views over the arena (none: not every one fits)
+    temp_bytes: int = 0
 
     @property
     def arena_bytes(self) -> int:
@@ -55,19 +69,26 @@ class Placement:
 
 
 def place_grads(deliver: Any, layout: Any, capacity: int, alignment: int) -> Placement:
-    """The plan (``overlay.place``) for one layout, as geometry for the views."""
-    _, offsets = deliver.overlay.place_at(layout.groups, capacity, alignment)
+    """The plan (``overlay.place``) for one layout, as geometry for the views. Temporaries
+    borrow arena bytes only where every one of them fits: the graph that computes them there
+    takes a view for each."""
+    ov = deliver.overlay
+    _, offsets, temp_offsets = ov.place_at(layout.groups, capacity, alignment)
     arena, spans, rest = [], [], []
-    for (dtype, _, shape, stride), off, n in zip(deliver.geometry, offsets,
-                                                deliver.overlay.nbytes, strict=True):
+    for (dtype, _, shape, stride), off, n in zip(deliver.geometry, offsets, ov.nbytes,
+                                                strict=True):
         if off is None:
             rest.append((dtype, shape, stride))
         else:
             arena.append((dtype, off // dtype.itemsize, shape, stride))
             spans.append((off, off + n))
     buffer_geometry, buffer_nbytes = pack(rest, alignment)
+    borrows = bool(temp_offsets) and None not in temp_offsets
+    temps = [(dtype, off // dtype.itemsize, shape, stride) for (dtype, shape, stride), off
+             in zip((t.geometry for t in ov.temps), temp_offsets, strict=True)] if borrows else []
     return Placement(tuple(o is not None for o in offsets), tuple(spans), view_runs(arena),
-                     view_runs(buffer_geometry), buffer_nbytes)
+                     view_runs(buffer_geometry), buffer_nbytes, view_runs(temps),
+                     sum(t.nbytes for t in ov.temps) if borrows else 0)
 
 
 class Deliveries:
@@ -115,10 +136,13 @@ class Deliveries:
             placed = self._placements[key] = place_grads(variant.deliver, slot.layout,
                                                          slot.nbytes, self.alignment)
             state.counters["grad_bytes_in_arena"] += placed.arena_bytes
+            state.counters["temp_bytes_in_arena"] += placed.temp_bytes
             log.info("%s: %d of %d gradients (%d bytes) go into saved bytes of the slot's "
-                     "arena its backward has finished reading; %d bytes to the output buffer",
-                     variant.name, sum(placed.in_arena), len(placed.in_arena),
-                     placed.arena_bytes, placed.buffer_nbytes)
+                     "arena its backward has finished reading; %d bytes to the output buffer; "
+                     "%d of %d temporaries' bytes there too", variant.name,
+                     sum(placed.in_arena), len(placed.in_arena), placed.arena_bytes,
+                     placed.buffer_nbytes, placed.temp_bytes,
+                     sum(t.nbytes for t in variant.deliver.overlay.temps))
         return placed if any(placed.in_arena) else None
 
 

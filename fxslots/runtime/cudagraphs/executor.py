@@ -51,7 +51,8 @@ class CaptureKey:
     delivers: int = -1  # the backward that writes gradients into this generation of the
     # output buffer itself (-1: its gradients are copied out)
     params: int = 0  # the parameters it ran with (ring.Slot.params)
-    overlay: bool = False  # it writes gradients into its slot's arena (cudagraphs.delivery)
+    overlay: int = 0  # it writes gradients (IN_ARENA), temporaries too (BORROWS) into its
+    # slot's arena (cudagraphs.delivery)
     # An accumulating backward once gradients go into arenas: where its .grad buffers start
     # (in an arena, or the output buffer: fxslots.prepare captures both).
     grads_at: int = 0
@@ -135,7 +136,7 @@ class GraphExecutor:
                          self.region.staging.generation,
                          (slot.layout.key, tuple(tuple(args[i].shape) for i in tangents)),
                          grads is not None, -1 if target is None else target.generation,
-                         slot.params, target is not None and target.arena is not None,
+                         slot.params, 0 if target is None else target.overlay,
                          grads[0].data_ptr() if grads and self.region.grads_in_arena() else 0)
         delivered = (None, None) if target is None else (target.buffer, target.arena)
         cap = self.graphs.get(key)
@@ -204,7 +205,7 @@ class GraphExecutor:
     def _first_runs(self, variant, slot, key, gargs, stage, nargs, aliases,
                     delivered=(None, None), out=None) -> Any:
         """Warm up (once per graph), else capture and replay; or run uncaptured."""
-        delivers = key.delivers != -1 or key.overlay
+        delivers = key.overlay or key.delivers != -1  # BORROWS: the graph for temporaries too
         gm = variant.runner(key.direction, key.accumulate, delivers)
         if not self.capturing:
             return gm(*gargs)

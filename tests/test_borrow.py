@@ -1,0 +1,290 @@
+"""The backward's temporaries computed into arena bytes it has finished reading
+(``passes/borrow.py``, ``fxslots.overlay``): the planner on hand-built spans and on random
+ones, the pass on a traced backward, then the executor on CPU with the stand-in graph, bitwise
+against eager."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from expecttest import assert_expected_inline
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch import nn
+
+import fxslots
+from examples.models import MLP
+from fxslots.overlay import END, Overlay, Span, Temporary, place
+from fxslots.passes import borrow
+from fxslots.passes.borrow import MIN_BYTES, borrow_arena, borrowable
+from fxslots.passes.deliver import deliver_grads, deliverable
+from fxslots.passes.lifetimes import last_read
+from fxslots.runtime.variant import BORROWS
+from tests.test_graph_executor_cpu import stand_in_graphs  # noqa: F401
+from tests.test_overlay import _arena_of, _both, _drop, _in, _same_grads
+
+# ----------------------------------------------------------------------------- the planner
+
+
+def test_a_temporary_takes_bytes_last_read_before_its_node_and_gives_them_back():
+    spans = [Span(0, 1024, last_read=5), Span(1024, 2048, last_read=9)]
+    # computed at 6: the first span's bytes are done; computed at 5, its node reads them
+    assert place(spans, 2048, [(1024, 6, 8)], 256) == (0,)
+    assert place(spans, 2048, [(1024, 5, 8)], 256) == (None,)
+    # two whose lives do not meet share the bytes; two whose lives meet do not
+    assert place(spans, 2048, [(1024, 6, 7), (1024, 8, 9)], 256) == (0, 0)
+    assert place(spans, 2048, [(1024, 6, 8), (1024, 8, 9)], 256) == (0, None)
+    # one read last where a gradient is written (a weight gradient's mm reads it) never
+    # shares that gradient's bytes (items go in the order they are written); one done before
+    # it does
+    assert place(spans, 2048, [(1024, 7), (1024, 6, 7)], 256) == (None, 0)
+    assert place(spans, 2048, [(1024, 8), (1024, 6, 7)], 256) == (0, 0)
+
+
+def test_gradients_are_placed_before_temporaries_so_borrowing_never_moves_one():
+    """``Overlay.place_at``: in one joint order, by write, the temporary (computed at 4, read
+    until 7) would take bytes the gradient (written at 6) needs and send it to the output
+    buffer; gradients go first, and the temporary stays in the pool."""
+    ov = Overlay({1: 3, 2: 3}, writes=(6,), nbytes=(2048,),
+                 temps=(Temporary(4, 7, 2048, (torch.float32, (512,), (1,))),),
+                 graph=object())
+    groups = [(0, 2048, 1), (2048, 1024, 2)]
+    _, grads, temps = ov.place_at(groups, 3072, 512)
+    assert grads == (0,) and temps == (None,)
+    assert place(ov.place_at(groups, 3072, 512)[0], 3072, [(2048, 4, 7), (2048, 6)], 512) == (
+        0, None)  # the joint order
+    # done before the gradient is written, it shares its bytes
+    ov = Overlay({1: 3, 2: 3}, (6,), (2048,), (Temporary(4, 5, 2048, None),), object())
+    assert ov.place_at(groups, 3072, 512)[1:] == ((0,), (0,))
+
+
+@st.composite
+def _plans(draw):
+    n = draw(st.integers(1, 6))
+    spans, at = [], 0
+    for _ in range(n):
+        size = draw(st.integers(1, 8)) * 256
+        spans.append(Span(at, at + size, draw(st.sampled_from([*range(12), END])), len(spans)))
+        at += size + draw(st.sampled_from([0, 0, 256]))
+    capacity = at + draw(st.sampled_from([0, 512, 2048]))
+    grads = [(draw(st.integers(1, 8)) * 200, draw(st.integers(0, 12)))
+             for _ in range(draw(st.integers(0, 4)))]
+    temps = []
+    for _ in range(draw(st.integers(0, 6))):
+        w = draw(st.integers(0, 12))
+        temps.append((draw(st.integers(1, 8)) * 200, w, w + draw(st.integers(0, 4))))
+    return spans, capacity, grads, temps
+
+
+@settings(max_examples=300, deadline=None)
+@given(_plans())
+def test_no_two_things_ever_hold_the_same_byte_at_the_same_node(plan):
+    """Spans are busy until their last read, gradients from their write to the end,
+    temporaries from their write through their last read: wherever two of them share a byte,
+    their busy nodes never meet, and every placement is aligned and inside the arena."""
+    spans, capacity, grads, temps = plan
+    ov = Overlay({s.group: s.last_read for s in spans}, tuple(w for _, w in grads),
+                 tuple(n for n, _ in grads),
+                 tuple(Temporary(w, r, n, None) for n, w, r in temps), object() if temps else None)
+    got_spans, at_grads, at_temps = ov.place_at([(s.start, s.end - s.start, s.group)
+                                                 for s in spans], capacity, 256)
+    busy = [(s.start, s.end, -1, s.last_read) for s in got_spans]
+    busy += [(o, o + n, w, END) for (n, w), o in zip(grads, at_grads, strict=True)
+             if o is not None]
+    busy += [(o, o + n, w, r) for (n, w, r), o in zip(temps, at_temps, strict=True)
+             if o is not None]
+    for o in [*at_grads, *at_temps]:
+        assert o is None or o % 256 == 0
+    for i, (a0, a1, aw, ar) in enumerate(busy):
+        assert 0 <= a0 < a1 <= capacity
+        for b0, b1, bw, br in busy[i + 1:]:
+            if a0 < b1 and b0 < a1:
+                assert ar < bw or br < aw, ((a0, a1, aw, ar), (b0, b1, bw, br))
+
+
+def test_a_value_is_read_as_long_as_its_unsafe_view_is():
+    """``_unsafe_view``'s schema claims a fresh tensor, but its result is its input's bytes
+    (matmul's decomposition returns one): the input is read as long as it is. An ``mm.out``
+    reading the value returns its ``out=``, not the value."""
+    aten = torch.ops.aten
+    g = torch.fx.Graph()
+    a, b, buf = (g.placeholder(n) for n in ("a", "b", "buf"))
+    mm = g.call_function(aten.mm.default, (a, b))  # 3
+    flat = g.call_function(aten._unsafe_view.default, (mm, [16]))  # 4
+    into = g.call_function(aten.mm.out, (mm, b), {"out": buf})  # 5: reads mm, returns buf
+    g.call_function(aten.sum.default, (into,))  # 6
+    total = g.call_function(aten.sum.default, (flat,))  # 7: mm's bytes, read through the view
+    g.output((total, into))
+    pos = {n: i for i, n in enumerate(g.nodes)}
+    assert last_read(mm, pos) == 7
+    assert last_read(b, pos) == 5
+    assert last_read(buf, pos) == END  # mm.out returns it, and it is returned
+
+
+# ----------------------------------------------------------------------------- the pass
+
+
+def _wide_backward(d=512, batch=1024):
+    """The backward graph AOTAutograd makes for three Linear layers with GELU between them,
+    wide enough that the activations' gradients pass ``MIN_BYTES``; with its arguments."""
+    from functorch.compile import aot_module
+
+    from fxslots import _torch
+
+    got = {}
+
+    def bw(gm, _):
+        got["bw"] = gm
+        return _torch.mark_boxed(lambda args: (got.setdefault("args", list(args)), gm(*args))[1])
+
+    torch.manual_seed(0)
+    m = MLP(d, d, 3)
+    aot_module(m, fw_compiler=lambda gm, _: _torch.mark_boxed(lambda a: gm(*a)),
+               bw_compiler=bw)(torch.randn(batch, d)).sum().backward()
+    return got["bw"], got["args"]
+
+
+def test_the_twin_computes_each_temporary_into_its_view_and_its_values_are_the_same():
+    bw, args = _wide_backward()
+    outputs = deliverable(bw, torch.device("cpu"), range(6))
+    gm, delivered = deliver_grads(bw, outputs, None)
+    found = borrowable(gm)
+    nodes = list(gm.graph.nodes)
+    names = sorted(nodes[t.write].name for t in found)
+    # the two activations' gradients and GELU's backward of each: every one 2 MiB; the
+    # weight gradients are delivered, the output's gradient is an input
+    assert names == ["gelu_backward", "gelu_backward_1", "mm", "mm_2"], names
+    assert all(t.nbytes >= MIN_BYTES and t.write < t.last_read < END for t in found)
+    twin = borrow_arena(gm, found)
+    temps = [n for n in twin.graph.nodes if n.name.startswith("borrowed_")]
+    assert len(temps) == len(found)
+    for view in temps:
+        (user,) = view.users
+        assert user.target.overloadpacket in (torch.ops.aten.mm, torch.ops.aten.gelu_backward)
+        assert user.target._schema.overload_name in ("out", "grad_input"), user.target
+    buffers = [torch.empty(*d.shape) for d in delivered]
+    want = gm(*args, *[torch.empty_like(b) for b in buffers])
+    views = [torch.full(t.geometry[1], float("nan")) for t in found]
+    got = twin(*args, *buffers, *views)
+    for w, g in zip(want, got, strict=True):
+        assert (w is None and g is None) or torch.equal(w, g)
+    assert not any(v.isnan().any() for v in views), "a temporary was not computed there"
+
+
+# ----------------------------------------------------------------------------- the runtime
+
+
+def _wide_pair(seed=0, d=512, layers=4):
+    torch.manual_seed(seed)
+    m, e = MLP(d, d, layers), MLP(d, d, layers)
+    e.load_state_dict(m.state_dict())
+    return m, e
+
+
+def _train(steps: int, drop: bool = True, **options):
+    """``steps`` steps of a wide MLP compiled with ``options`` beside eager, gradients bitwise
+    equal after each; ``drop``: the loop drops them before the next forward."""
+    m, e = _wide_pair()
+    c = torch.compile(m, backend="fxslots", options={"slots": 1, **options})
+    x = torch.randn(1024, 512)
+    for step in range(steps):
+        _both(c, e, x)
+        _same_grads(m, e, step)
+        if drop:
+            _drop(m, e)
+    return m, e, c, x
+
+
+def test_a_loop_that_drops_gradients_computes_temporaries_in_the_arena_bitwise(
+        stand_in_graphs):  # noqa: F811
+    m, e, c, x = _train(3)
+    _both(c, e, x)
+    _same_grads(m, e)
+    (region,) = fxslots.regions()
+    _, lo, hi = _arena_of(region)
+    assert sum(_in(lo, hi, p.grad) for p in m.parameters()) >= 4  # gradients still find bytes
+    keys = [k for v in region.live_variants() for k in v.executor.graphs
+            if k.direction.value == "backward"]
+    assert any(k.overlay == BORROWS for k in keys), keys
+    # four of the 2 MiB activations' gradients and GELU backwards borrow bytes (the placement
+    # is made once per layout)
+    assert fxslots.counters["temp_bytes_in_arena"] >= 4 * 2 * MIN_BYTES
+
+
+def test_a_loop_that_accumulates_borrows_nothing(stand_in_graphs):  # noqa: F811
+    _train(3, drop=False)
+    assert fxslots.counters["temp_bytes_in_arena"] == 0
+
+
+def test_retain_graph_borrows_nothing_from_bytes_it_reads_again(stand_in_graphs):  # noqa: F811
+    m, e, c, x = _train(3)
+    y, z = c(x).sum(), e(x).sum()
+    y.backward(retain_graph=True)
+    z.backward(retain_graph=True)
+    y.backward()
+    z.backward()
+    _same_grads(m, e)
+
+
+def test_the_option_off_borrows_nothing(stand_in_graphs):  # noqa: F811
+    _train(3, grads_in_arena=False)
+    assert fxslots.counters["temp_bytes_in_arena"] == 0
+
+
+def test_golden_explain_lists_each_temporary_over_the_bytes_it_borrows(stand_in_graphs):  # noqa
+    """The temporaries' table, pinned, then the runtime bitwise against eager. Of the four
+    2 MiB temporaries, ``mm`` is computed before any saved bytes are done with, and
+    ``gelu_backward`` would need bytes a gradient written while it lives already took: they
+    stay in the pool."""
+    torch.manual_seed(0)
+    model, x = MLP(512, 512, 3), torch.randn(1024, 512)
+    text = str(fxslots.explain(copy.deepcopy(model), x))
+    assert_expected_inline(text[text.index("temporary  "):], """\
+temporary        bytes    read last by     computed in               over
+---------------  -------  ---------------  ------------------------  -------------------------------
+mm_2             2097152  gelu_backward_1  arena [4194304, 6291456)  g4 (read last by gelu_backward)
+gelu_backward_1  2097152  sum_3            arena [2097152, 4194304)  g2 (read last by mm_3)
+temporaries in the arena: 4194304 of 4194304 bytes""")
+    fxslots.reset()
+    e = copy.deepcopy(model)
+    c = torch.compile(model, backend="fxslots", options={"slots": 1})
+    for step in range(3):
+        _both(c, e, x)
+        _same_grads(model, e, step)
+        _drop(model, e)
+    assert fxslots.counters["temp_bytes_in_arena"] == 2 * 2 * MIN_BYTES
+
+
+@pytest.mark.cuda
+def test_cuda_temporaries_in_the_arena_match_eager_and_leave_the_pool(monkeypatch):
+    """Real CUDA graphs: the captured backward computes its large temporaries into arena
+    bytes, its gradients match eager's every step (the next replay reuses those bytes), and
+    the graphs' pool holds less than without borrowing."""
+    if fxslots.Options().kernels == "inductor":  # Inductor's code does not run in node order
+        pytest.skip("temporaries borrow arena bytes under ATen kernels only")
+
+    def pool_bytes() -> int:
+        fxslots.reset()
+        torch.cuda.empty_cache()
+        torch.manual_seed(0)
+        m, e = MLP(1024, 1024, 6).cuda(), MLP(1024, 1024, 6).cuda()
+        e.load_state_dict(m.state_dict())
+        c = torch.compile(m, backend="fxslots", options={"slots": 1})
+        for step in range(5):
+            x = torch.randn(2048, 1024, device="cuda")
+            _both(c, e, x)
+            for p, q in zip(m.parameters(), e.parameters(), strict=True):
+                torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
+            _drop(m, e)
+        torch.cuda.synchronize()
+        return sum(s["total_size"] for s in torch.cuda.memory_snapshot()
+                   if tuple(s["segment_pool_id"]) != (0, 0))
+
+    borrowing = pool_bytes()
+    assert fxslots.counters["temp_bytes_in_arena"] > 0
+    monkeypatch.setattr(borrow, "MIN_BYTES", 1 << 60)  # every temporary stays in the pool
+    pooled = pool_bytes()
+    assert fxslots.counters["temp_bytes_in_arena"] == 0
+    assert borrowing < pooled, (borrowing, pooled)
