@@ -26,7 +26,7 @@ from .passes.deliver import deliver_grads, deliverable
 from .passes.observe import failure_reason, observe
 from .geometry import span_elements
 from .overlay import END, NEVER, Overlay, warm_up_peaks
-from .passes.borrow import borrow_arena, borrowable
+from .passes.borrow import borrow_arena, borrowable, reinplace, reinplaceable
 from .passes.lifetimes import allocated_peak, read_lifetimes
 from .runtime.layout import STAGED, layout_of, pack, view_runs
 from .runtime.variant import Accumulate, Deliver
@@ -88,21 +88,23 @@ def _warm_up_is_lower(d: Deliver, bw: fx.GraphModule, kept: tuple[int, ...]) -> 
 
 def _with_overlay(d: Deliver, saved: SavedSet, plan: ArenaPlan, options: Options) -> Deliver:
     """``d`` with what placing its gradients in the slot's arena needs (``fxslots.overlay``),
-    or ``d`` as it was: Inductor's code, the option off, or the analysis failing."""
+    and its temporaries too where they find bytes there; or ``d`` as it was: Inductor's code,
+    the option off, or the analysis failing."""
     if d.kernel is not None or not options.grads_in_arena:
         return d
-    made = _or_without(lambda: _overlay(d, saved, plan), "placing gradients in the arena",
+    made = _or_without(lambda: _overlay(d.graph, d, saved, plan), "placing gradients in the arena",
                        "they go to the output buffer", options)
     if made is None:
         return d
-    borrowed = _or_without(lambda: _with_temporaries(made, d.graph, plan, options.alignment),
+    borrowed = _or_without(lambda: _with_temporaries(made, d, saved, plan, options.alignment),
                            "placing the backward's temporaries in the arena",
                            "they stay in the pool", options)
     return dataclasses.replace(d, overlay=borrowed or made)
 
 
-def _overlay(d: Deliver, saved: SavedSet, plan: ArenaPlan) -> Overlay:
-    reads, writes = read_lifetimes(d.graph, len(d.outputs))
+def _overlay(gm: fx.GraphModule, d: Deliver, saved: SavedSet, plan: ArenaPlan) -> Overlay:
+    """What ``gm`` (``d``'s graph, or a twin of it with the same nodes) reads and writes."""
+    reads, writes = read_lifetimes(gm, len(d.outputs))
     staged = {p.group for p in plan.placements if p.write is Write.STAGED}
     by_group: dict[int, int] = {}
     for t in saved.tensors:
@@ -114,27 +116,47 @@ def _overlay(d: Deliver, saved: SavedSet, plan: ArenaPlan) -> Overlay:
     return Overlay(by_group, writes, nbytes)
 
 
-def _with_temporaries(ov: Overlay, gm: fx.GraphModule, plan: ArenaPlan, alignment: int
-                      ) -> Overlay:
-    """``ov`` with the temporaries that find dead arena bytes at the plan's one shape, and the
-    graph that computes them there (``passes/borrow.py``); a plan of symbolic shapes keeps its
-    temporaries in the pool (their bytes, and the holes, change with the shape)."""
+def _with_temporaries(ov: Overlay, d: Deliver, saved: SavedSet, plan: ArenaPlan,
+                      alignment: int) -> Overlay:
+    """``ov`` with the backward's temporaries that can live in arena bytes at the plan's one
+    shape (``passes/borrow.py``): pointwise results computed over a saved input they read
+    last, then the temporaries that find bytes the backward has finished reading, and the
+    graph that computes them there; a plan of symbolic shapes keeps its temporaries in the
+    pool (their bytes, and the holes, change with the shape)."""
     if plan.capacity.free_symbols:
         return ov
-    found = borrowable(gm)
-    if not found:
+    inplace = reinplaceable(d.graph, _arena_groups(d.graph, d, saved, plan))
+    base = observe("reinplace", reinplace, d.graph, inplace,
+                   summary=lambda g: f"{len(inplace)} pointwise results computed over the saved "
+                                     f"input they read last") if inplace else d.graph
+    found = borrowable(base)
+    if not found and not inplace:
         return ov
+    ov = _overlay(base, d, saved, plan)
     layout = layout_of(plan, {})
-    trial = dataclasses.replace(ov, temps=tuple(found), graph=gm)
+    trial = dataclasses.replace(ov, temps=tuple(found), graph=base, inplace=tuple(inplace))
     _, _, at = trial.place_at(layout.groups, layout.nbytes, alignment)
     temps = [t for t, off in zip(found, at, strict=True) if off is not None]
     if not temps:
-        return ov
-    twin = observe("borrow_arena", borrow_arena, gm, temps,
+        return dataclasses.replace(trial, temps=()) if inplace else ov
+    twin = observe("borrow_arena", borrow_arena, base, temps,
                    summary=lambda g: f"{len(temps)} of {len(found)} temporaries "
                                      f"({sum(t.nbytes for t in temps)} bytes) computed into "
                                      f"arena bytes the backward has finished reading")
-    return dataclasses.replace(ov, temps=tuple(temps), graph=twin)
+    return dataclasses.replace(trial, temps=tuple(temps), graph=twin)
+
+
+def _arena_groups(gm: fx.GraphModule, d: Deliver, saved: SavedSet, plan: ArenaPlan
+                  ) -> list[int | None]:
+    """Per argument placeholder of ``gm``: the storage group whose own slot bytes it reads, or
+    None (a parameter, an input, a staged or offloaded value, not a saved tensor)."""
+    n_args = len(list(gm.graph.find_nodes(op="placeholder"))) - len(d.outputs)
+    owns = {p.group for p in plan.placements if p.write.owns_bytes}
+    groups: list[int | None] = [None] * n_args
+    for t in saved.tensors:
+        if 0 <= t.backward_index < n_args and t.group in owns:
+            groups[t.backward_index] = t.group
+    return groups
 
 
 def _or_without(make: Callable[[], Any], what: str, instead: str, options: Options) -> Any:

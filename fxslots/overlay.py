@@ -43,14 +43,28 @@ class Temporary:
 
 
 @dataclass(frozen=True)
+class InPlace:
+    """A pointwise op of the delivering backward that computes its result over the bytes of a
+    saved tensor it is the last to read (``passes/borrow.reinplace``): its node, the argument
+    placeholder it writes over, and that tensor's storage group."""
+
+    write: int
+    arg: int
+    group: int
+    nbytes: int
+
+
+@dataclass(frozen=True)
 class Overlay:
     """What a delivering backward reads and writes, by position in its node order (ATen kernels
     run in that order): the static half of a plan, made once per variant.
 
     Invariants: ``writes`` and ``nbytes`` have one entry per delivered gradient, in the order
     of ``Deliver.outputs``; every position is NEVER, END or a node's index; ``graph`` is the
-    delivering backward that takes one view per temporary after the gradients' (None: no
-    temporaries), with the same nodes in the same order besides those placeholders.
+    delivering backward that takes one view per temporary after the gradients' and computes
+    the ``inplace`` results over their inputs (None: neither), with the same nodes in the same
+    order besides those placeholders; ``reads`` are that graph's (an in-place result's readers
+    read its input's group), which the plain delivering backward's never exceed.
     """
 
     reads: Mapping[int, int]  # storage group -> position of the last node that reads it
@@ -58,12 +72,15 @@ class Overlay:
     nbytes: tuple[int, ...]  # per delivered gradient: bytes it spans
     temps: tuple[Temporary, ...] = ()
     graph: Any = None
+    inplace: tuple[InPlace, ...] = ()
 
     def __post_init__(self) -> None:
         assert len(self.writes) == len(self.nbytes), (self.writes, self.nbytes)
         assert all(w >= 0 for w in self.writes), self.writes
         assert all(0 <= t.write <= t.last_read < END for t in self.temps), self.temps
-        assert (self.graph is None) == (not self.temps), "temporaries come with their graph"
+        assert (self.graph is None) == (not self.temps and not self.inplace), (
+            "temporaries come with their graph")
+        assert len({p.group for p in self.inplace}) == len(self.inplace), self.inplace
 
     def place_at(self, groups: Sequence[tuple[int, int, int]], capacity: int, alignment: int
                  ) -> tuple[list["Span"], tuple[int | None, ...], tuple[int | None, ...]]:

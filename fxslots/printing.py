@@ -160,22 +160,32 @@ def format_arena_grads(deliver: Any, layout: Any, capacity: int, alignment: int)
     placed = sum(n for n, off in zip(ov.nbytes, offsets, strict=True) if off is not None)
     lines.append(f"in the arena: {placed} of {sum(ov.nbytes)} gradient bytes "
                  f"(arena {capacity} bytes)")
-    if ov.temps:
-        lines += [""] + _borrowed_lines(ov.temps, temp_offsets, names, over)
+    if ov.graph is not None:
+        lines += [""] + _borrowed_lines(ov, temp_offsets, names, over)
     return "\n".join(lines)
 
 
-def _borrowed_lines(temps: Any, offsets: Any, names: list[str], over: Any) -> list[str]:
-    """The temporaries' rows: each computed into arena bytes only when every one finds some
-    at this layout (the graph that computes them there takes a view for each), else all in
-    the pool."""
+def _borrowed_lines(ov: Any, offsets: Any, names: list[str], over: Any) -> list[str]:
+    """The temporaries' rows: pointwise results computed over the saved input they read last,
+    then those computed into bytes the backward has finished reading; all only when every one
+    of the latter finds some at this layout (the graph that computes them there takes a view
+    for each), else all in the pool."""
+    from .passes.lifetimes import last_read
+
     every = None not in offsets
-    rows = [(names[t.write], str(t.nbytes), names[t.last_read],
-             f"arena [{off}, {off + t.nbytes})" if every else "pool",
-             over(off, t.nbytes) if every else "-")
-            for t, off in zip(temps, offsets, strict=True)]
+    nodes = list(ov.graph.graph.nodes)
+    pos = {n: i for i, n in enumerate(nodes)}
+    args = [n for n in nodes if n.op == "placeholder"]
+    rows = [(names[p.write], str(p.nbytes),
+             names[last_read(nodes[p.write], pos)], "its input" if every else "pool",
+             f"g{p.group} ({args[p.arg].name}, read last there)" if every else "-")
+            for p in ov.inplace]
+    rows += [(names[t.write], str(t.nbytes), names[t.last_read],
+              f"arena [{off}, {off + t.nbytes})" if every else "pool",
+              over(off, t.nbytes) if every else "-")
+             for t, off in zip(ov.temps, offsets, strict=True)]
     lines = _table(("temporary", "bytes", "read last by", "computed in", "over"), rows)
-    total = sum(t.nbytes for t in temps)
+    total = sum(int(r[1]) for r in rows)
     lines.append(f"temporaries in the arena: {total if every else 0} of {total} bytes"
                  + ("" if every else f" ({sum(o is None for o in offsets)} find no bytes "
                                      f"at this layout: all stay in the pool)"))

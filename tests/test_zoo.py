@@ -109,6 +109,24 @@ def test_zoo_gradients_in_the_arena_bitwise(stand_in_graphs, family, dynamic, op
             assert (x is None) == (y is None) and (x is None or torch.equal(x, y)), (step, i)
 
 
+@pytest.mark.parametrize("family", ["llama", "bert", "t5", "mixtral", "conv"])
+def test_zoo_temporaries_in_the_arena_bitwise(stand_in_graphs, family, monkeypatch):
+    """The same loop with every temporary of the backward eligible (the zoo's are far below
+    ``borrow.MIN_BYTES``): pointwise results go over the saved input they read last, others
+    into arena bytes already read, and the gradients stay bitwise aot_eager's."""
+    from fxslots.passes import borrow
+
+    monkeypatch.setattr(borrow, "MIN_BYTES", 1)
+    model, xs = zoo.build(family), zoo.inputs(family) * 2
+    ours = zoo.train_steps(model, "fxslots", xs, dynamic=False, options={"slots": 1})
+    borrowed = fxslots.counters["temp_bytes_in_arena"]
+    ref = zoo.train_steps(model, "aot_eager", xs, dynamic=False)
+    assert borrowed > 0 and _StandInGraph.replays > 0
+    for step, (a, b) in enumerate(zip(ours, ref, strict=True)):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert (x is None) == (y is None) and (x is None or torch.equal(x, y)), (step, i)
+
+
 def test_checkpointed_random_op_runs_without_cuda_graphs(stand_in_graphs):
     """Llama's checkpointed layers replay a random op (the CPU SDPA kernel) from a saved RNG
     state: a captured graph would replay the state of its capture, so that forward runs

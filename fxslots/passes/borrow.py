@@ -14,19 +14,28 @@ runtime's choice, from ``overlay.Overlay.place_at``.
 A temporary here is a single tensor of static shape, dense, on the graph's device, not
 returned and sharing bytes with nothing returned, computed by an op with one out= argument and
 at least ``MIN_BYTES`` large: smaller ones the pool serves from blocks it has anyway.
+
+Before that, ``reinplace`` computes a pointwise op's result over the very bytes of a saved
+tensor it reads last, where both have one geometry: the op reads each element before it writes
+it, as an in-place op does. This reaches the temporaries that come before any saved bytes are
+done with, such as the first ``gelu_backward`` of a Linear+GELU stack, which reads the last
+layer's saved input and nothing else of the arena has been read yet (heavy MLP: 64 MiB, the
+rest of its pool).
 """
 
 from __future__ import annotations
 
 import copy
+from typing import Sequence
 
+import torch
 import torch.fx as fx
 
 from ..costs import allocated_bytes
-from ..overlay import END, Temporary
+from ..overlay import END, NEVER, InPlace, Temporary
 from ..schemas import SLOT_META
 from .deliver import _out_op, _write_into
-from .lifetimes import last_read, may_return_alias
+from .lifetimes import last_read, may_return_alias, sharing
 
 MIN_BYTES = 1 << 20
 
@@ -66,3 +75,59 @@ def borrow_arena(gm: fx.GraphModule, temps: list[Temporary]) -> fx.GraphModule:
     graph.lint()
     twin.recompile()
     return twin
+
+
+def reinplaceable(gm: fx.GraphModule, groups: Sequence[int | None]) -> list[InPlace]:
+    """The pointwise ops of ``gm`` that can compute their result over a saved tensor they read:
+    argument placeholder ``k`` (``groups[k]``: its storage group in the arena, None where it
+    has no bytes there) of the result's dtype, shape and stride, whose group nothing reads
+    after that op and no other argument of the op shares bytes with; a result the graph
+    returns never does (the slot's bytes are the next forward's). One result per group, of
+    ``MIN_BYTES`` or more, as for borrowing."""
+    nodes = list(gm.graph.nodes)
+    pos = {n: i for i, n in enumerate(nodes)}
+    args = [n for n in nodes if n.op == "placeholder"][:len(groups)]
+    group_of = {ph: g for ph, g in zip(args, groups, strict=True) if g is not None}
+    done: dict[int, int] = {}
+    for ph, g in group_of.items():
+        done[g] = max(done.get(g, NEVER), last_read(ph, pos))
+    found, taken = [], set()
+    for i, n in enumerate(nodes):
+        if (n.op != "call_function" or torch.Tag.pointwise not in getattr(n.target, "tags", ())
+                or may_return_alias(n.target) or allocated_bytes(n) < MIN_BYTES
+                or _out_op(n, None) is None or last_read(n, pos) == END):
+            continue
+        for a in dict.fromkeys(x for x in n.args if isinstance(x, fx.Node)):
+            g = group_of.get(a)
+            if g is None or g in taken or done[g] != i or not _same_geometry(a, n):
+                continue
+            near = sharing(a) | {ph for ph, h in group_of.items() if h == g}
+            if any(b in near and b is not a for b in n.all_input_nodes):
+                continue
+            found.append(InPlace(i, args.index(a), g, allocated_bytes(n)))
+            taken.add(g)
+            break
+    return found
+
+
+def reinplace(gm: fx.GraphModule, picks: list[InPlace]) -> fx.GraphModule:
+    """A copy of ``gm`` in which each of ``picks`` computes its result into its saved input."""
+    graph = copy.deepcopy(gm.graph)
+    twin = fx.GraphModule(gm, graph)
+    nodes = list(graph.nodes)
+    args = [n for n in nodes if n.op == "placeholder"]
+    for p in picks:
+        node, into = nodes[p.write], args[p.arg]
+        _write_into(graph, node, _out_op(node, None), into, False)
+        node.meta[SLOT_META] = f"computed over the saved bytes of {into.name} (g{p.group}), " \
+                               f"read last here ({node.target})"
+    graph.lint()
+    twin.recompile()
+    return twin
+
+
+def _same_geometry(a: fx.Node, n: fx.Node) -> bool:
+    u, v = a.meta.get("val"), n.meta.get("val")
+    return (isinstance(u, torch.Tensor) and isinstance(v, torch.Tensor) and u.dtype == v.dtype
+            and u.device == v.device and tuple(u.shape) == tuple(v.shape)
+            and u.stride() == v.stride())

@@ -79,6 +79,18 @@ def last_read(value: fx.Node, pos: dict[fx.Node, int]) -> int:
     return last
 
 
+def sharing(value: fx.Node) -> set[fx.Node]:
+    """The nodes whose results may share ``value``'s bytes (``_shares``, transitively)."""
+    seen, stack = set(), [value]
+    while stack:
+        v = stack.pop()
+        for user in v.users:
+            if user not in seen and user.op != "output" and _shares(user, v):
+                seen.add(user)
+                stack.append(user)
+    return seen
+
+
 def _shares(user: fx.Node, arg: fx.Node) -> bool:
     """Whether ``user``'s result may share bytes with ``arg``: a view of it, or an alias its
     schema names (``_aliases``)."""
@@ -92,6 +104,8 @@ def _aliases(user: fx.Node, arg: fx.Node) -> bool:
     if schema is None:
         return True
     sets = {a for r in schema.returns if r.alias_info is not None for a in r.alias_info.before_set}
+    if any("*" in a for a in sets):  # a wildcard return may alias anything
+        return True
     positional = [a for a in schema.arguments if not a.kwarg_only]
     given = [(a, user.args[i] if i < len(user.args) else user.kwargs.get(a.name))
              for i, a in enumerate(positional)]

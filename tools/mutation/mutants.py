@@ -447,6 +447,24 @@ MUTANTS: tuple[Mutant, ...] = (
            "a borrowed temporary is computed into its arena view, not beside it", "cpu",
            ("tests/test_borrow.py::"
             "test_the_twin_computes_each_temporary_into_its_view_and_its_values_are_the_same",)),
+    Mutant("reinplace-over-bytes-read-later", "fxslots/passes/borrow.py",
+           "if g is None or g in taken or done[g] != i or not _same_geometry(a, n):",
+           "if g is None or g in taken or not _same_geometry(a, n):",
+           "a pointwise result goes over a saved input only where nothing reads that input's "
+           "storage group after it", "cpu",
+           ("tests/test_borrow.py::test_a_pointwise_op_goes_over_a_saved_input_only_when_nothing_reads_it_after",
+            "tests/test_zoo.py::test_zoo_temporaries_in_the_arena_bitwise")),
+    Mutant("reinplace-beside-a-view-it-reads", "fxslots/passes/borrow.py",
+           "if any(b in near and b is not a for b in n.all_input_nodes):",
+           "if False:",
+           "a pointwise result never goes over a saved input while the op reads other bytes of "
+           "that storage", "cpu",
+           ("tests/test_borrow.py::test_a_pointwise_op_goes_over_a_saved_input_only_when_nothing_reads_it_after",)),
+    Mutant("reinplace-a-returned-result", "fxslots/passes/borrow.py",
+           "or _out_op(n, None) is None or last_read(n, pos) == END):",
+           "or _out_op(n, None) is None):",
+           "a result the backward returns never goes over slot bytes (the next forward's)",
+           "cpu", ("tests/test_borrow.py::test_a_pointwise_op_goes_over_a_saved_input_only_when_nothing_reads_it_after",)),
     Mutant("lent-arena-reused", RING,
            "free = [s for s in self.slots if not s.pending() and not s.lent_out()]\n"
            "        if not free:\n            # A",

@@ -36,7 +36,7 @@ class Target:
         temporaries: the graph ``overlay.Overlay.graph``)."""
         if self.arena is None:
             return 0
-        return BORROWS if self.placed.temp_runs else IN_ARENA
+        return BORROWS if self.placed.borrows else IN_ARENA
 
     def views(self, device: Any) -> list[Any]:
         """The graph's gradient arguments, in delivery order, then its temporaries'. Only a
@@ -61,7 +61,8 @@ class Placement:
     buffer_runs: tuple  # the others', packed in the buffer
     buffer_nbytes: int
     temp_runs: tuple = ()  # the temporaries' views over the arena (none: not every one fits)
-    temp_bytes: int = 0
+    temp_bytes: int = 0  # of temporaries in its arena: in views, and computed over inputs
+    borrows: bool = False  # the backward runs Overlay.graph: every temporary fits
 
     @property
     def arena_bytes(self) -> int:
@@ -83,12 +84,13 @@ def place_grads(deliver: Any, layout: Any, capacity: int, alignment: int) -> Pla
             arena.append((dtype, off // dtype.itemsize, shape, stride))
             spans.append((off, off + n))
     buffer_geometry, buffer_nbytes = pack(rest, alignment)
-    borrows = bool(temp_offsets) and None not in temp_offsets
+    borrows = ov.graph is not None and None not in temp_offsets
     temps = [(dtype, off // dtype.itemsize, shape, stride) for (dtype, shape, stride), off
              in zip((t.geometry for t in ov.temps), temp_offsets, strict=True)] if borrows else []
     return Placement(tuple(o is not None for o in offsets), tuple(spans), view_runs(arena),
                      view_runs(buffer_geometry), buffer_nbytes, view_runs(temps),
-                     sum(t.nbytes for t in ov.temps) if borrows else 0)
+                     sum(t.nbytes for t in (*ov.temps, *ov.inplace)) if borrows else 0,
+                     borrows)
 
 
 class Deliveries:
@@ -142,7 +144,8 @@ class Deliveries:
                      "%d of %d temporaries' bytes there too", variant.name,
                      sum(placed.in_arena), len(placed.in_arena), placed.arena_bytes,
                      placed.buffer_nbytes, placed.temp_bytes,
-                     sum(t.nbytes for t in variant.deliver.overlay.temps))
+                     sum(t.nbytes for t in (*variant.deliver.overlay.temps,
+                                            *variant.deliver.overlay.inplace)))
         return placed if any(placed.in_arena) else None
 
 
