@@ -52,6 +52,7 @@ class InPlace:
     arg: int
     group: int
     nbytes: int
+    last_read: int  # the last node reading the result, and so its input's group
 
 
 @dataclass(frozen=True)

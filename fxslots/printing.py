@@ -170,15 +170,10 @@ def _borrowed_lines(ov: Any, offsets: Any, names: list[str], over: Any) -> list[
     then those computed into bytes the backward has finished reading; all only when every one
     of the latter finds some at this layout (the graph that computes them there takes a view
     for each), else all in the pool."""
-    from .passes.lifetimes import last_read
-
     every = None not in offsets
-    nodes = list(ov.graph.graph.nodes)
-    pos = {n: i for i, n in enumerate(nodes)}
-    args = [n for n in nodes if n.op == "placeholder"]
-    rows = [(names[p.write], str(p.nbytes),
-             names[last_read(nodes[p.write], pos)], "its input" if every else "pool",
-             f"g{p.group} ({args[p.arg].name}, read last there)" if every else "-")
+    args = [n.name for n in ov.graph.graph.nodes if n.op == "placeholder"]
+    rows = [(names[p.write], str(p.nbytes), names[p.last_read], "its input" if every else "pool",
+             f"g{p.group} ({args[p.arg]}, read last there)" if every else "-")
             for p in ov.inplace]
     rows += [(names[t.write], str(t.nbytes), names[t.last_read],
               f"arena [{off}, {off + t.nbytes})" if every else "pool",

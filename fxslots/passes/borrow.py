@@ -104,7 +104,7 @@ def reinplaceable(gm: fx.GraphModule, groups: Sequence[int | None]) -> list[InPl
             near = sharing(a) | {ph for ph, h in group_of.items() if h == g}
             if any(b in near and b is not a for b in n.all_input_nodes):
                 continue
-            found.append(InPlace(i, args.index(a), g, allocated_bytes(n)))
+            found.append(InPlace(i, args.index(a), g, allocated_bytes(n), last_read(n, pos)))
             taken.add(g)
             break
     return found
