@@ -198,6 +198,11 @@ class Variant:
             self._shared = (state.accumulators_shared, shared)
         return self._shared[1]
 
+    def grads_at(self) -> tuple[int, ...]:
+        """The addresses of the ``.grad`` buffers ``_grad_buffers`` last returned (its check
+        reads them every call: nothing to read again)."""
+        return self._checked.ptrs
+
     def _grad_buffers(self, slot: Slot | None) -> list[torch.Tensor] | None:
         """The ``.grad`` buffers this backward can add into itself, or None when autograd must
         do it: a buffer is missing or of another layout, a hook watches a parameter, another

@@ -465,6 +465,12 @@ MUTANTS: tuple[Mutant, ...] = (
            "or _out_op(n, None) is None):",
            "a result the backward returns never goes over slot bytes (the next forward's)",
            "cpu", ("tests/test_borrow.py::test_a_pointwise_op_goes_over_a_saved_input_only_when_nothing_reads_it_after",)),
+    Mutant("accumulate-key-holds-one-grad-address", "fxslots/runtime/cudagraphs/executor.py",
+           "variant.grads_at() if grads and",
+           "variant.grads_at()[:1] if grads and",
+           "an accumulating backward's graph is keyed by every .grad address: the gradients the "
+           "arena holds depend on the slot the step's first backward ran in", "cpu",
+           ("tests/test_prepare.py::test_prepare_in_flight_sizes_each_slot_for_its_own_microbatch",)),
     Mutant("lent-arena-reused", RING,
            "free = [s for s in self.slots if not s.pending() and not s.lent_out()]\n"
            "        if not free:\n            # A",

@@ -53,9 +53,12 @@ class CaptureKey:
     params: int = 0  # the parameters it ran with (ring.Slot.params)
     overlay: int = 0  # it writes gradients (IN_ARENA), temporaries too (BORROWS) into its
     # slot's arena (cudagraphs.delivery)
-    # An accumulating backward once gradients go into arenas: where its .grad buffers start
-    # (in an arena, or the output buffer: fxslots.prepare captures both).
-    grads_at: int = 0
+    # An accumulating backward once gradients go into arenas: where its .grad buffers are
+    # (some in an arena, the rest in the output buffer: fxslots.prepare captures each way).
+    # Every address, not the first alone: which gradients the arena holds depends on the
+    # slot the first backward of a step ran in, and one address left two layouts one key,
+    # whose graphs replaced each other at every change (session 15, test_prepare).
+    grads_at: tuple[int, ...] = ()
 
 
 class GraphExecutor:
@@ -137,7 +140,7 @@ class GraphExecutor:
                          (slot.layout.key, tuple(tuple(args[i].shape) for i in tangents)),
                          grads is not None, -1 if target is None else target.generation,
                          slot.params, 0 if target is None else target.overlay,
-                         grads[0].data_ptr() if grads and self.region.grads_in_arena() else 0)
+                         variant.grads_at() if grads and self.region.grads_in_arena() else ())
         delivered = (None, None) if target is None else (target.buffer, target.arena)
         cap = self.graphs.get(key)
         # Where this region's backwards deliver, the buffer holds their gradients (the .grad
