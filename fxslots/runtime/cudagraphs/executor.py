@@ -53,11 +53,9 @@ class CaptureKey:
     params: int = 0  # the parameters it ran with (ring.Slot.params)
     overlay: int = 0  # it writes gradients (IN_ARENA), temporaries too (BORROWS) into its
     # slot's arena (cudagraphs.delivery)
-    # An accumulating backward once gradients go into arenas: where its .grad buffers are
-    # (some in an arena, the rest in the output buffer: fxslots.prepare captures each way).
-    # Every address, not the first alone: which gradients the arena holds depends on the
-    # slot the first backward of a step ran in, and one address left two layouts one key,
-    # whose graphs replaced each other at every change (session 15, test_prepare).
+    # An accumulating backward once gradients go into arenas: where each .grad buffer is (in
+    # an arena or the output buffer, as the step's first backward placed it; prepare captures
+    # each way). Only the first address let two layouts share a key (session 15).
     grads_at: tuple[int, ...] = ()
 
 
