@@ -104,6 +104,11 @@ def test_zoo_gradients_in_the_arena_bitwise(stand_in_graphs, family, dynamic, op
     placed = fxslots.counters["grad_bytes_in_arena"]
     ref = zoo.train_steps(model, "aot_eager", xs, dynamic=dynamic)
     assert placed > 0 and _StandInGraph.replays > 0
+    _same_steps(ours, ref)
+
+
+def _same_steps(ours: list, ref: list) -> None:
+    """Each step's gradients of ``zoo.train_steps``, bitwise."""
     for step, (a, b) in enumerate(zip(ours, ref, strict=True)):
         for i, (x, y) in enumerate(zip(a, b, strict=True)):
             assert (x is None) == (y is None) and (x is None or torch.equal(x, y)), (step, i)
@@ -122,9 +127,7 @@ def test_zoo_temporaries_in_the_arena_bitwise(stand_in_graphs, family, monkeypat
     borrowed = fxslots.counters["temp_bytes_in_arena"]
     ref = zoo.train_steps(model, "aot_eager", xs, dynamic=False)
     assert borrowed > 0 and _StandInGraph.replays > 0
-    for step, (a, b) in enumerate(zip(ours, ref, strict=True)):
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            assert (x is None) == (y is None) and (x is None or torch.equal(x, y)), (step, i)
+    _same_steps(ours, ref)
 
 
 def test_checkpointed_random_op_runs_without_cuda_graphs(stand_in_graphs):

@@ -26,7 +26,7 @@ rest of its pool).
 from __future__ import annotations
 
 import copy
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 import torch.fx as fx
@@ -60,21 +60,18 @@ def borrowable(gm: fx.GraphModule) -> list[Temporary]:
 def borrow_arena(gm: fx.GraphModule, temps: list[Temporary]) -> fx.GraphModule:
     """A copy of ``gm`` that computes each of ``temps`` (positions in ``gm``) into a view
     passed after its own placeholders, in ``temps`` order."""
-    graph = copy.deepcopy(gm.graph)
-    twin = fx.GraphModule(gm, graph)
-    nodes = list(graph.nodes)
-    last = list(graph.find_nodes(op="placeholder"))[-1]
-    with graph.inserting_before(last.next):
-        views = [graph.placeholder(f"borrowed_{k}") for k in range(len(temps))]
-    for k, (t, view) in enumerate(zip(temps, views, strict=True)):
-        node = nodes[t.write]
-        view.meta["val"] = node.meta["val"]
-        view.meta[SLOT_META] = f"arena bytes borrowed for temporary {k} ({node.name})"
-        _write_into(graph, node, _out_op(node, None), view, False)
-        node.meta[SLOT_META] = f"computed into borrowed arena bytes ({node.target})"
-    graph.lint()
-    twin.recompile()
-    return twin
+    def rewrite(graph: fx.Graph, nodes: list[fx.Node]) -> None:
+        last = list(graph.find_nodes(op="placeholder"))[-1]
+        with graph.inserting_before(last.next):
+            views = [graph.placeholder(f"borrowed_{k}") for k in range(len(temps))]
+        for k, (t, view) in enumerate(zip(temps, views, strict=True)):
+            node = nodes[t.write]
+            view.meta["val"] = node.meta["val"]
+            view.meta[SLOT_META] = f"arena bytes borrowed for temporary {k} ({node.name})"
+            _write_into(graph, node, _out_op(node, None), view, False)
+            node.meta[SLOT_META] = f"computed into borrowed arena bytes ({node.target})"
+
+    return _twin(gm, rewrite)
 
 
 def reinplaceable(gm: fx.GraphModule, groups: Sequence[int | None]) -> list[InPlace]:
@@ -95,7 +92,10 @@ def reinplaceable(gm: fx.GraphModule, groups: Sequence[int | None]) -> list[InPl
     for i, n in enumerate(nodes):
         if (n.op != "call_function" or torch.Tag.pointwise not in getattr(n.target, "tags", ())
                 or may_return_alias(n.target) or allocated_bytes(n) < MIN_BYTES
-                or _out_op(n, None) is None or last_read(n, pos) == END):
+                or _out_op(n, None) is None):
+            continue
+        read = last_read(n, pos)
+        if read == END:
             continue
         for a in dict.fromkeys(x for x in n.args if isinstance(x, fx.Node)):
             g = group_of.get(a)
@@ -104,7 +104,7 @@ def reinplaceable(gm: fx.GraphModule, groups: Sequence[int | None]) -> list[InPl
             near = sharing(a) | {ph for ph, h in group_of.items() if h == g}
             if any(b in near and b is not a for b in n.all_input_nodes):
                 continue
-            found.append(InPlace(i, args.index(a), g, allocated_bytes(n), last_read(n, pos)))
+            found.append(InPlace(i, args.index(a), g, allocated_bytes(n), read))
             taken.add(g)
             break
     return found
@@ -112,15 +112,24 @@ def reinplaceable(gm: fx.GraphModule, groups: Sequence[int | None]) -> list[InPl
 
 def reinplace(gm: fx.GraphModule, picks: list[InPlace]) -> fx.GraphModule:
     """A copy of ``gm`` in which each of ``picks`` computes its result into its saved input."""
+    def rewrite(graph: fx.Graph, nodes: list[fx.Node]) -> None:
+        args = [n for n in nodes if n.op == "placeholder"]
+        for p in picks:
+            node, into = nodes[p.write], args[p.arg]
+            _write_into(graph, node, _out_op(node, None), into, False)
+            node.meta[SLOT_META] = (f"computed over the saved bytes of {into.name} "
+                                    f"(g{p.group}), read last here ({node.target})")
+
+    return _twin(gm, rewrite)
+
+
+def _twin(gm: fx.GraphModule, rewrite: Callable[[fx.Graph, list[fx.Node]], None]
+          ) -> fx.GraphModule:
+    """A copy of ``gm`` that ``rewrite`` changed, given the copy's graph and its nodes in the
+    order of ``gm``'s (what positions index)."""
     graph = copy.deepcopy(gm.graph)
     twin = fx.GraphModule(gm, graph)
-    nodes = list(graph.nodes)
-    args = [n for n in nodes if n.op == "placeholder"]
-    for p in picks:
-        node, into = nodes[p.write], args[p.arg]
-        _write_into(graph, node, _out_op(node, None), into, False)
-        node.meta[SLOT_META] = f"computed over the saved bytes of {into.name} (g{p.group}), " \
-                               f"read last here ({node.target})"
+    rewrite(graph, list(graph.nodes))
     graph.lint()
     twin.recompile()
     return twin

@@ -65,17 +65,13 @@ def allocated_peak(gm: fx.GraphModule) -> tuple[int, int]:
 
 def last_read(value: fx.Node, pos: dict[fx.Node, int]) -> int:
     """The last position reading ``value``'s bytes (END: returned), the readers of results
-    that may share them included (``_shares``)."""
-    last, stack, seen = NEVER, [value], {value}
-    while stack:
-        v = stack.pop()
+    that may share them included (``sharing``)."""
+    last = NEVER
+    for v in (value, *sharing(value)):
         for user in v.users:
             if user.op == "output":
                 return END
             last = max(last, pos[user] if not _reads_later(user) else _downstream(user, pos))
-            if user not in seen and _shares(user, v):
-                seen.add(user)
-                stack.append(user)
     return last
 
 
