@@ -2,7 +2,8 @@
 
 The mutation run itself (``python3 tools/mutation/run.py``) takes minutes; these tests make sure
 that what it would run still makes sense: every anchor still matches exactly one place (another
-branch may have edited the line: update the mutant), and every test a mutant names exists.
+branch may have edited the line: update the mutant), every mutated file still parses, and every
+test a mutant names exists.
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ def test_each_anchor_matches_exactly_once(m):
         f"{m.name}: the anchor occurs {text.count(m.old)} times in {m.file}; the mutated line "
         f"changed, so update tools/mutation/mutants.py")
     assert m.old != m.new
+    # A mutant must break a rule, not the file: an anchor that matches the tail of a line
+    # indented deeper (the code moved into a function) leaves it unparsable, and the run
+    # reports a tool error instead of a kill (session 15's clean-clone CI).
+    ast.parse(text.replace(m.old, m.new), m.file)
 
 
 @pytest.mark.parametrize("m", MUTANTS, ids=[m.name for m in MUTANTS])

@@ -442,7 +442,7 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/test_borrow.py::"
             "test_a_temporary_takes_bytes_last_read_before_its_node_and_gives_them_back",)),
     Mutant("borrowed-view-left-unwritten", "fxslots/passes/borrow.py",
-           "        _write_into(graph, node, _out_op(node, None), view, False)\n",
+           "            _write_into(graph, node, _out_op(node, None), view, False)\n",
            "",
            "a borrowed temporary is computed into its arena view, not beside it", "cpu",
            ("tests/test_borrow.py::"
