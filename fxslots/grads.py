@@ -125,14 +125,15 @@ def _with_temporaries(ov: Overlay, d: Deliver, saved: SavedSet, plan: ArenaPlan,
     pool (their bytes, and the holes, change with the shape)."""
     if plan.capacity.free_symbols:
         return ov
-    inplace = reinplaceable(d.graph, _arena_groups(d.graph, d, saved, plan))
+    inplace = reinplaceable(d.graph, _arena_groups(d, saved, plan))
     base = observe("reinplace", reinplace, d.graph, inplace,
                    summary=lambda g: f"{len(inplace)} pointwise results computed over the saved "
                                      f"input they read last") if inplace else d.graph
     found = borrowable(base)
     if not found and not inplace:
         return ov
-    ov = _overlay(base, d, saved, plan)
+    if inplace:  # its results' readers read their inputs' groups
+        ov = _overlay(base, d, saved, plan)
     layout = layout_of(plan, {})
     trial = dataclasses.replace(ov, temps=tuple(found), graph=base, inplace=tuple(inplace))
     _, _, at = trial.place_at(layout.groups, layout.nbytes, alignment)
@@ -146,11 +147,10 @@ def _with_temporaries(ov: Overlay, d: Deliver, saved: SavedSet, plan: ArenaPlan,
     return dataclasses.replace(trial, temps=tuple(temps), graph=twin)
 
 
-def _arena_groups(gm: fx.GraphModule, d: Deliver, saved: SavedSet, plan: ArenaPlan
-                  ) -> list[int | None]:
-    """Per argument placeholder of ``gm``: the storage group whose own slot bytes it reads, or
-    None (a parameter, an input, a staged or offloaded value, not a saved tensor)."""
-    n_args = len(list(gm.graph.find_nodes(op="placeholder"))) - len(d.outputs)
+def _arena_groups(d: Deliver, saved: SavedSet, plan: ArenaPlan) -> list[int | None]:
+    """Per argument placeholder of ``d``'s graph: the storage group whose own slot bytes it
+    reads, or None (a parameter, an input, a staged or offloaded value, not a saved tensor)."""
+    n_args = len(list(d.graph.graph.find_nodes(op="placeholder"))) - len(d.outputs)
     owns = {p.group for p in plan.placements if p.write.owns_bytes}
     groups: list[int | None] = [None] * n_args
     for t in saved.tensors:

@@ -83,6 +83,16 @@ class Overlay:
             "temporaries come with their graph")
         assert len({p.group for p in self.inplace}) == len(self.inplace), self.inplace
 
+    @property
+    def temp_bytes(self) -> int:
+        """Bytes of the temporaries its graph computes in the arena (in views, over inputs)."""
+        return sum(t.nbytes for t in (*self.temps, *self.inplace))
+
+    def borrows(self, temp_offsets: Sequence[int | None]) -> bool:
+        """Whether its graph runs at a layout whose ``place_at`` gave the temporaries these
+        offsets: only where every one fits (the graph takes a view for each)."""
+        return self.graph is not None and None not in temp_offsets
+
     def place_at(self, groups: Sequence[tuple[int, int, int]], capacity: int, alignment: int
                  ) -> tuple[list["Span"], tuple[int | None, ...], tuple[int | None, ...]]:
         """The spans of an arena's groups ``(offset, nbytes, group id)`` at one shape, each

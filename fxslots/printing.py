@@ -170,7 +170,7 @@ def _borrowed_lines(ov: Any, offsets: Any, names: list[str], over: Any) -> list[
     then those computed into bytes the backward has finished reading; all only when every one
     of the latter finds some at this layout (the graph that computes them there takes a view
     for each), else all in the pool."""
-    every = None not in offsets
+    every = ov.borrows(offsets)
     args = [n.name for n in ov.graph.graph.nodes if n.op == "placeholder"]
     rows = [(names[p.write], str(p.nbytes), names[p.last_read], "its input" if every else "pool",
              f"g{p.group} ({args[p.arg]}, read last there)" if every else "-")
@@ -180,7 +180,7 @@ def _borrowed_lines(ov: Any, offsets: Any, names: list[str], over: Any) -> list[
               over(off, t.nbytes) if every else "-")
              for t, off in zip(ov.temps, offsets, strict=True)]
     lines = _table(("temporary", "bytes", "read last by", "computed in", "over"), rows)
-    total = sum(int(r[1]) for r in rows)
+    total = ov.temp_bytes
     lines.append(f"temporaries in the arena: {total if every else 0} of {total} bytes"
                  + ("" if every else f" ({sum(o is None for o in offsets)} find no bytes "
                                      f"at this layout: all stay in the pool)"))

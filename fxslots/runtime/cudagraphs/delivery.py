@@ -84,13 +84,12 @@ def place_grads(deliver: Any, layout: Any, capacity: int, alignment: int) -> Pla
             arena.append((dtype, off // dtype.itemsize, shape, stride))
             spans.append((off, off + n))
     buffer_geometry, buffer_nbytes = pack(rest, alignment)
-    borrows = ov.graph is not None and None not in temp_offsets
+    borrows = ov.borrows(temp_offsets)
     temps = [(dtype, off // dtype.itemsize, shape, stride) for (dtype, shape, stride), off
              in zip((t.geometry for t in ov.temps), temp_offsets, strict=True)] if borrows else []
     return Placement(tuple(o is not None for o in offsets), tuple(spans), view_runs(arena),
                      view_runs(buffer_geometry), buffer_nbytes, view_runs(temps),
-                     sum(t.nbytes for t in (*ov.temps, *ov.inplace)) if borrows else 0,
-                     borrows)
+                     ov.temp_bytes if borrows else 0, borrows)
 
 
 class Deliveries:
@@ -144,8 +143,7 @@ class Deliveries:
                      "%d of %d temporaries' bytes there too", variant.name,
                      sum(placed.in_arena), len(placed.in_arena), placed.arena_bytes,
                      placed.buffer_nbytes, placed.temp_bytes,
-                     sum(t.nbytes for t in (*variant.deliver.overlay.temps,
-                                            *variant.deliver.overlay.inplace)))
+                     variant.deliver.overlay.temp_bytes)
         return placed if any(placed.in_arena) else None
 
 
