@@ -191,6 +191,8 @@ class _Compiler:
                           plan=plan, binder=binder, forward_graph=fw, anchor_index=anchor,
                           user_outputs=self.num_fwd_outputs)
         variant.executor = GraphExecutor(variant, self.options) if graphs else EagerExecutor()
+        variant.deliver_forward = grads.deliver_forward(  # report.py prints it
+            fw, self.num_fwd_outputs, device, self.options, variant.name) if graphs else None
         region.variants.append(weakref.ref(variant))
         return variant
 

@@ -1,10 +1,11 @@
-"""How a variant's backward hands its gradients over: the graphs besides the plain backward.
+"""How a variant hands its results over: the graphs besides the plain forward and backward.
 
 - ``accumulate``: with persistent ``.grad`` buffers, the backward adds parameter gradients into
   them itself (``passes/accumulate.py``);
 - ``deliver``: under CUDA graphs, the backward writes the gradients it returns into the region's
   output buffer itself, outside the pool (``passes/deliver.py``), instead of their being copied
-  there after each replay.
+  there after each replay;
+- ``deliver_forward``: the same for a forward's large outputs, into its slot's output buffer.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from .fallback import go_without
 from .options import Options
 from .costs import allocated_bytes, value_bytes
 from .passes.accumulate import accumulate_grads, flush_bytes_for
-from .passes.deliver import deliver_grads, deliverable
+from .passes.deliver import deliver_outputs, deliverable, fresh_outputs
 from .passes.observe import failure_reason, observe
 from .geometry import span_elements
 from .overlay import END, NEVER, Overlay, warm_up_peaks
@@ -56,6 +57,36 @@ def deliver(bw: fx.GraphModule, static: list[int], variant: Any, options: Option
         return None
     return _with_overlay(_with_warm_up(d, bw, variant.accumulate, options), saved, variant.plan,
                          options)
+
+
+def deliver_forward(fw: fx.GraphModule, n: int, device: torch.device, options: Options,
+                    what: str) -> Deliver | None:
+    """The forward (of variant ``what``) that writes its large user outputs (among its first
+    ``n``) into its slot's output buffer, or None: none can be, or Inductor's code runs it."""
+    if options.kernels != "aten":
+        return None
+    return _or_without(lambda: _deliver_forward(fw, n, device, options.alignment),
+                       f"the delivering twin of the forward of {what}",
+                       "its outputs are copied out of the pool", options)
+
+
+def _deliver_forward(fw: fx.GraphModule, n: int, device: torch.device, alignment: int
+                     ) -> Deliver | None:
+    outputs = fresh_outputs(fw, device, n)
+    if not outputs:
+        return None
+    gm, delivered = observe(
+        "deliver_outputs", deliver_outputs, fw, outputs, None, "out", "output",
+        summary=lambda r: f"{len(r[1])} outputs written into the slot's output buffer in the "
+                          f"graph ({sum(d.in_place for d in r[1])} by their producer)")
+    return _delivering(outputs, gm, delivered, alignment)
+
+
+def _delivering(outputs: list[int], gm: fx.GraphModule, delivered: Any, alignment: int
+                ) -> Deliver:
+    geometry, nbytes = pack([(d.dtype, d.shape, d.stride) for d in delivered], alignment)
+    return Deliver(tuple(outputs), tuple(geometry), nbytes, gm,
+                   in_place=sum(x.in_place for x in delivered), runs=view_runs(geometry))
 
 
 def _with_warm_up(d: Deliver, bw: fx.GraphModule, accumulate: Accumulate | None,
@@ -199,12 +230,10 @@ def _deliver(bw: fx.GraphModule, static: list[int], device: torch.device, option
         return None
     inductor = options.kernels == "inductor"
     gm, delivered = observe(
-        "deliver_grads", deliver_grads, bw, outputs, kernels.runs_as_call if inductor else None,
+        "deliver_grads", deliver_outputs, bw, outputs, kernels.runs_as_call if inductor else None,
         summary=lambda r: f"{len(r[1])} gradients written into the output buffer in the graph "
                           f"({sum(d.in_place for d in r[1])} by their producer)")
-    geometry, nbytes = pack([(d.dtype, d.shape, d.stride) for d in delivered], options.alignment)
-    d = Deliver(tuple(outputs), tuple(geometry), nbytes, gm,
-                in_place=sum(x.in_place for x in delivered), runs=view_runs(geometry))
+    d = _delivering(outputs, gm, delivered, options.alignment)
     if inductor:
         d = kernels.compile_twin(d, example_inputs, f"the delivering {what}", options,
                                  "the backward's gradients are copied out of the pool instead")

@@ -10,7 +10,7 @@ from typing import Any, Iterator
 import torch
 
 from . import state
-from .printing import format_arena_grads, format_plan
+from .printing import format_arena_grads, format_graph, format_plan
 from .schemas import ArenaPlan, SavedSet
 
 
@@ -31,6 +31,10 @@ class Report:
                 parts.append(f"runs without slots: {g.fallback}")
             parts.append("----- forward (rewritten) -----")
             parts.append(g.forward_after)
+            if g.variant is not None and g.variant.deliver_forward is not None:
+                parts.append("----- forward, delivering its outputs into its slot's output "
+                             "buffer (what CUDA graphs replay) -----")
+                parts.append(format_graph(g.variant.deliver_forward.graph))
             parts.append("----- backward -----")
             parts.append(g.backward or "(not compiled)")
             if g.delivering:

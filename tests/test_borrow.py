@@ -19,7 +19,7 @@ from examples.models import MLP
 from fxslots.overlay import END, Overlay, Span, Temporary, place
 from fxslots.passes import borrow
 from fxslots.passes.borrow import MIN_BYTES, borrow_arena, borrowable, reinplace, reinplaceable
-from fxslots.passes.deliver import deliver_grads, deliverable
+from fxslots.passes.deliver import deliver_outputs, deliverable
 from fxslots.passes.lifetimes import last_read
 from fxslots.runtime.variant import BORROWS
 from tests.test_graph_executor_cpu import stand_in_graphs  # noqa: F401
@@ -149,7 +149,7 @@ def _wide_backward(d=512, batch=1024):
 def test_the_twin_computes_each_temporary_into_its_view_and_its_values_are_the_same():
     bw, args = _wide_backward()
     outputs = deliverable(bw, torch.device("cpu"), range(6))
-    gm, delivered = deliver_grads(bw, outputs, None)
+    gm, delivered = deliver_outputs(bw, outputs, None)
     found = borrowable(gm)
     nodes = list(gm.graph.nodes)
     names = sorted(nodes[t.write].name for t in found)
@@ -213,7 +213,7 @@ def test_a_result_of_another_dtype_never_goes_over_its_input():
 def test_the_reinplaced_twin_computes_over_its_inputs_and_its_values_are_the_same():
     bw, args = _wide_backward()
     outputs = deliverable(bw, torch.device("cpu"), range(6))
-    gm, delivered = deliver_grads(bw, outputs, None)
+    gm, delivered = deliver_outputs(bw, outputs, None)
     n_args = len(args)
     saved = [i for i, a in enumerate(args) if a.dim() == 2 and a.shape[0] == 1024]
     groups = [i if i in saved else None for i in range(n_args)]

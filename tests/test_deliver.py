@@ -13,7 +13,7 @@ from torch import nn
 import fxslots
 from examples.models import MLP, Attention
 from fxslots import _torch
-from fxslots.passes.deliver import deliver_grads, deliverable
+from fxslots.passes.deliver import deliver_outputs, deliverable
 from fxslots.runtime.cudagraphs import executor, staging
 from fxslots.runtime.cudagraphs.outputs import OutKind
 from fxslots.runtime.layout import make_views, pack
@@ -46,7 +46,7 @@ def test_the_pass_computes_weight_gradients_into_the_buffer_and_copies_the_rest(
     bw, args = _backward_graph()
     outputs = deliverable(bw, torch.device("cpu"), range(6))
     assert outputs == [0, 1, 2, 3, 4, 5]  # every parameter's gradient (the input needs none)
-    gm, delivered = deliver_grads(bw, outputs, None)
+    gm, delivered = deliver_outputs(bw, outputs, None)
     outs = {n.name: n for n in gm.graph.nodes}
     # Linear weights: their mm computes into the buffer; biases: sum writes it; LayerNorm's
     # backward returns three values and has no out= form for them: one copy each.
@@ -74,7 +74,7 @@ def test_the_pass_computes_weight_gradients_into_the_buffer_and_copies_the_rest(
 
 def test_inductor_form_writes_matmuls_through_into_ops():
     bw, _ = _backward_graph()
-    gm, delivered = deliver_grads(bw, deliverable(bw, torch.device("cpu"), range(6)),
+    gm, delivered = deliver_outputs(bw, deliverable(bw, torch.device("cpu"), range(6)),
                                   lambda op: getattr(op, "overloadpacket", None) is aten.mm)
     into = [n for n in gm.graph.nodes if "_into" in str(n.target)]
     assert len(into) == 2 and all(n.kwargs["out"].name.startswith("grad_out_") for n in into)
@@ -110,7 +110,7 @@ def test_captured_backward_delivers_gradients_bitwise(stand_in_graphs, monkeypat
     sched = schedule_ffbb(2) + [(op, i + 2) for op, i in schedule_1f1b(2, 2)]
     ours = run(model, "fxslots", xs, sched, steps=4, options={"slots": 2})
     assert _StandInGraph.replays > 0
-    assert OutKind.GRADS in kinds and OutKind.POOL not in kinds, kinds
+    assert OutKind.BUFFER in kinds and OutKind.POOL not in kinds, kinds
     assert_same(ours, run(model, "aot_eager", xs, sched, steps=4))
 
 
@@ -161,7 +161,7 @@ def test_gradients_the_caller_keeps_are_never_overwritten(stand_in_graphs,  # no
     for k, c_ in zip(kept, copies, strict=True):
         assert all(torch.equal(a, b) for a, b in zip(k, c_, strict=True))
     assert _region_buffer().held > staging.HELD_LIMIT
-    assert OutKind.GRADS in kinds and OutKind.POOL in kinds  # copied out once it stopped
+    assert OutKind.BUFFER in kinds and OutKind.POOL in kinds  # copied out once it stopped
 
 
 def test_inductor_backward_delivers_bitwise_torch_compile(stand_in_graphs,  # noqa: F811
@@ -172,7 +172,7 @@ def test_inductor_backward_delivers_bitwise_torch_compile(stand_in_graphs,  # no
     sched = schedule_ffbb(2)
     ours = run(model, "fxslots", xs, sched, steps=3, options={"slots": 2, "kernels": "inductor"})
     assert fxslots.counters["inductor_fallbacks"] == 0
-    assert OutKind.GRADS in kinds and OutKind.POOL not in kinds, kinds
+    assert OutKind.BUFFER in kinds and OutKind.POOL not in kinds, kinds
     assert_same(ours, run(model, "inductor", xs, sched, steps=3))
 
 
@@ -232,7 +232,7 @@ def test_dynamic_shapes_and_a_graph_break_deliver_bitwise(stand_in_graphs,  # no
     xs = [torch.randn(n, 16) for n in (4, 4, 6, 6, 8, 8)]
     sched = [op for i in range(6) for op in (("F", i), ("B", i))]
     ours = run(model, "fxslots", xs, sched, steps=3, options={"slots": 1})
-    assert OutKind.GRADS in kinds
+    assert OutKind.BUFFER in kinds
     assert_same(ours, run(model, "aot_eager", xs, sched, steps=3))
 
 
@@ -272,7 +272,7 @@ def test_a_failing_delivery_pass_falls_back_with_a_warning(stand_in_graphs,  # n
     def broken(*args, **kwargs):
         raise RuntimeError("an unforeseen graph")
 
-    monkeypatch.setattr(grads, "deliver_grads", broken)
+    monkeypatch.setattr(grads, "deliver_outputs", broken)
     torch.manual_seed(0)
     model, xs = MLP(16, 32, 3), [torch.randn(4, 16) for _ in range(2)]
     sched = schedule_ffbb(2)

@@ -71,10 +71,11 @@ class _StandInCapturer:
         graph = _StandInGraph(lambda: run(*fixed),
                               [_unowned(o) for o in outs])
         # ... except its pool: outputs outside the slot arenas and output buffers (where a
-        # backward delivers gradients) stay reserved, as pool memory.
+        # backward delivers gradients, a forward its outputs) stay reserved, as pool memory.
         arenas = {a.data_ptr() for g in fxslots.regions() for sl in g.ring.slots
                   for a in (sl.arena, sl.host_arena) if a is not None}
-        arenas |= {b.tensor.data_ptr() for g in fxslots.regions() for b in g.outputs.values()
+        arenas |= {b.tensor.data_ptr() for g in fxslots.regions()
+                   for b in (*g.outputs.values(), *g.forward_outputs.values())
                    if b.tensor is not None}
         graph.pool = [o.untyped_storage() for o in outs if isinstance(o, torch.Tensor)
                       and o.untyped_storage().data_ptr() not in arenas]

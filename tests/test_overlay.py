@@ -18,7 +18,7 @@ import fxslots
 from fxslots import state
 from examples.models import MLP
 from fxslots.overlay import END, NEVER, Span, place, spans_of
-from fxslots.passes.deliver import deliver_grads, deliverable
+from fxslots.passes.deliver import deliver_outputs, deliverable
 from fxslots.passes.lifetimes import read_lifetimes
 from tests.helpers import schedule_1f1b, schedule_ffbb
 from tests.test_deliver import _backward_graph
@@ -64,7 +64,7 @@ def test_the_smallest_hole_that_fits_keeps_large_holes_for_large_gradients():
 def test_lifetimes_follow_views_and_name_the_node_that_writes_each_gradient():
     bw, _ = _backward_graph()
     outputs = deliverable(bw, torch.device("cpu"), range(6))
-    gm, _ = deliver_grads(bw, outputs, None)
+    gm, _ = deliver_outputs(bw, outputs, None)
     reads, writes = read_lifetimes(gm, len(outputs))
     nodes = list(gm.graph.nodes)
     placeholders = [n for n in nodes if n.op == "placeholder"]

@@ -1,5 +1,5 @@
-"""Deliver: a backward graph that writes the gradients it hands out into the region's output
-buffer itself.
+"""Deliver: a graph that writes the results it hands out into an output buffer itself: a
+backward its gradients (the region's buffer), a forward its large outputs (its slot's).
 
 A captured backward leaves its gradients in the pool, which the next replay of any graph reuses
 as scratch, so the runtime used to copy them out after each replay into memory the caller owns
@@ -16,6 +16,10 @@ gradient (placeholders appended last) and returns the gradients there:
 Only parameters' gradients of a static shape on the graph's device are delivered (the buffer's
 layout is fixed when the graph is made, and an input's gradient flows on to whoever may keep
 it); the others stay as they were, copied out after the replay.
+
+A forward's user outputs are the same: each replay wrote them into the pool, then copied them
+out for the caller, and the pool was sized by them (heavy's 64 MiB output was two thirds of its
+pool, H200 run 30c). ``fresh_outputs`` picks the ones to deliver into the slot's buffer.
 """
 
 from __future__ import annotations
@@ -69,16 +73,48 @@ def deliverable(bw: fx.GraphModule, device: torch.device, params: Iterable[int])
     return keep
 
 
-def deliver_grads(bw: fx.GraphModule, outputs: list[int], extern: Callable[[Any], bool] | None
-                  ) -> tuple[fx.GraphModule, tuple[Delivered, ...]]:
-    """A new backward graph that writes its outputs at ``outputs`` into buffers passed last (in
-    ``outputs`` order) and returns them there. ``extern``: for Inductor's form (None: ATen's),
-    whether Inductor runs an op as an ATen call (only those write through an out= op; Inductor
-    stores its own kernels' values into the buffer from the kernel)."""
-    gm, output, outs, buffers = twin_with_buffers(bw, outputs, "grad_out")
+# A forward's outputs smaller than this stay in the pool, copied out: they cost the pool
+# nothing it lacks, and a loop that holds its last output (``loss = model(x)``) would keep the
+# buffer busy at each next forward.
+MIN_OUTPUT_BYTES = 1 << 20
+
+
+def fresh_outputs(fw: fx.GraphModule, device: torch.device, n: int) -> list[int]:
+    """The forward outputs among the first ``n`` (the caller's) that can be delivered: a dense
+    tensor of static shape on ``device``, at least ``MIN_OUTPUT_BYTES``, returned once, computed
+    by the graph (seen through views) and not written into memory it was given: not an input,
+    nor a saved value in the slot (those are copied out of the slot)."""
+    outs = list(next(iter(fw.graph.find_nodes(op="output"))).args[0])
+    nodes = [o for o in outs if isinstance(o, fx.Node)]
+    keep = []
+    for i, o in enumerate(outs[:n]):
+        v = o.meta.get("val") if isinstance(o, fx.Node) else None
+        root = _base(o) if isinstance(o, fx.Node) else None
+        if (isinstance(v, torch.Tensor) and v.device == device and _static(v) and _layout(v)[0]
+                and v.numel() * v.element_size() >= MIN_OUTPUT_BYTES and nodes.count(o) == 1
+                and root.op == "call_function" and not _writes(root)):
+            keep.append(i)
+    return keep
+
+
+def _writes(node: fx.Node) -> bool:
+    """Whether ``node``'s op writes an argument (an out= kernel into a slot view, a copy_)."""
+    schema = getattr(node.target, "_schema", None)
+    return schema is None or schema.is_mutable
+
+
+def deliver_outputs(gm: fx.GraphModule, outputs: list[int], extern: Callable[[Any], bool] | None,
+                    prefix: str = "grad_out", noun: str = "gradient"
+                    ) -> tuple[fx.GraphModule, tuple[Delivered, ...]]:
+    """A new graph that writes its outputs at ``outputs`` into buffers passed last (in
+    ``outputs`` order, named ``<prefix>_<i>``; ``noun`` names what they hold) and returns them
+    there. ``extern``: for Inductor's form (None: ATen's), whether Inductor runs an op as an
+    ATen call (only those write through an out= op; Inductor stores its own kernels' values
+    into the buffer from the kernel)."""
+    gm, output, outs, buffers = twin_with_buffers(gm, outputs, prefix)
     graph = gm.graph
     roots: set[fx.Node] = set()
-    delivered = tuple(_deliver_one(graph, outs, i, buf, buffers[-1], roots, extern)
+    delivered = tuple(_deliver_one(graph, outs, i, buf, buffers[-1], roots, extern, noun)
                       for buf, i in zip(buffers, outputs, strict=True))
     output.args = (tuple(outs),)
     graph.lint()
@@ -87,7 +123,8 @@ def deliver_grads(bw: fx.GraphModule, outputs: list[int], extern: Callable[[Any]
 
 
 def _deliver_one(graph: fx.Graph, outs: list, i: int, buf: fx.Node, last: fx.Node,
-                 roots: set[fx.Node], extern: Callable[[Any], bool] | None) -> Delivered:
+                 roots: set[fx.Node], extern: Callable[[Any], bool] | None, noun: str
+                 ) -> Delivered:
     """Make output ``i`` arrive in ``buf``: its producer (under views) writes there, or a
     ``copy_`` right after it (after ``last``, the last placeholder, for an input)."""
     grad = outs[i]
@@ -95,7 +132,7 @@ def _deliver_one(graph: fx.Graph, outs: list, i: int, buf: fx.Node, last: fx.Nod
     out_op = _out_op(root, extern) if root not in roots else None
     v = (root if out_op is not None else grad).meta["val"]
     buf.meta["val"] = _like(v)
-    buf.meta[SLOT_META] = f"the output buffer's region for gradient {i}"
+    buf.meta[SLOT_META] = f"the output buffer's region for {noun} {i}"
     if out_op is not None:
         roots.add(root)
         _write_into(graph, root, out_op, buf, extern is not None)
@@ -105,7 +142,7 @@ def _deliver_one(graph: fx.Graph, outs: list, i: int, buf: fx.Node, last: fx.Nod
         with graph.inserting_after(grad if grad.op != "placeholder" else last):
             outs[i] = graph.call_function(aten.copy_.default, (buf, grad))
         outs[i].meta["val"] = buf.meta["val"]
-        outs[i].meta[SLOT_META] = f"gradient {i} copied into the output buffer"
+        outs[i].meta[SLOT_META] = f"{noun} {i} copied into the output buffer"
     return Delivered(v.dtype, tuple(v.shape), tuple(v.stride()), out_op is not None)
 
 

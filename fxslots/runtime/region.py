@@ -30,6 +30,9 @@ class Region:
     # Per parameter set (ring.Slot.params): one compiled graph can serve several modules (a
     # pipeline rank's chunks), whose gradients each backward delivers into a buffer of their own.
     outputs: dict[int, OutputBuffer] = field(default_factory=dict)
+    # Per slot index: where its forwards write the large outputs they hand out
+    # (``Variant.deliver_forward``); shared by an arena group's regions, as the ring is.
+    forward_outputs: dict[int, OutputBuffer] = field(default_factory=dict)
     variants: list = field(default_factory=list)  # weak references to its Variants
     noted_capture: bool = False  # logged that a capture happened outside fxslots.prepare
     noted_recapture: bool = False  # warned that moved inputs keep making a graph capture again
@@ -49,6 +52,12 @@ class Region:
         buffer = self.outputs.get(params)
         if buffer is None:
             buffer = self.outputs[params] = OutputBuffer()
+        return buffer
+
+    def outputs_of_slot(self, index: int) -> OutputBuffer:
+        buffer = self.forward_outputs.get(index)
+        if buffer is None:
+            buffer = self.forward_outputs[index] = OutputBuffer()
         return buffer
 
     def watch_grads(self, grad: Any) -> None:
@@ -120,7 +129,7 @@ class Region:
         """Give back every byte no microbatch holds, and the graphs that point at them."""
         self.ring.free()
         self.staging.free()
-        for buffer in self.outputs.values():
+        for buffer in (*self.outputs.values(), *self.forward_outputs.values()):
             buffer.free()
 
 
@@ -154,4 +163,5 @@ def _joined(opts: Options) -> Region | None:
                 f"the group {getattr(theirs, name)!r}; give them the same value (one arena "
                 f"group per pipeline rank: fxslots.pipelining.plan(schedule).options(stage))")
     # One set of anchors: the group's memory is freed when the last of its models dies.
-    return Region(peer.ring, peer.staging, _anchors=peer._anchors)
+    return Region(peer.ring, peer.staging, forward_outputs=peer.forward_outputs,
+                  _anchors=peer._anchors)

@@ -92,6 +92,9 @@ class Variant:
     saved_backward_args: dict[int, int] | None = None
     accumulate: Accumulate | None = None
     deliver: Deliver | None = None
+    # The forward that writes its large user outputs into its slot's output buffer itself
+    # (ATen kernels; grads.deliver_forward): no pool bytes for them, no copy after the replay.
+    deliver_forward: Deliver | None = None
     layouts: dict[tuple, ViewLayout] = field(default_factory=dict)
     _params: dict[int, tuple] = field(default_factory=dict)  # per slot: its forward's params
     _noted: bool = False  # its parameters are in state.accumulators
@@ -106,9 +109,11 @@ class Variant:
                deliver: bool | int = False, captured: bool = False) -> Callable[..., Any]:
         """What runs a graph (``captured``: into a CUDA graph): Inductor's code for it when
         there is, else its GraphModule; ``deliver`` BORROWS: the delivering backward that
-        computes temporaries into arena views too."""
+        computes temporaries into arena views too; a forward's ``deliver``: the one that writes
+        its outputs into its slot's output buffer."""
         if direction is Direction.FORWARD:
-            return self.forward_kernel or self.forward_graph
+            return (self.deliver_forward.graph if deliver
+                    else self.forward_kernel or self.forward_graph)
         if accumulate:
             return ((captured and self.accumulate.captured) or self.accumulate.kernel
                     or self.accumulate.graph)

@@ -1,7 +1,8 @@
 """Where a delivering backward writes the gradients it hands out: the region's output buffer
 (``staging.OutputBuffer``), or saved bytes of its slot's arena it has finished reading
 (``fxslots.overlay``), the rest still in the buffer; and where it computes its large
-temporaries: in the pool, or in those bytes too, where each of them finds some."""
+temporaries: in the pool, or in those bytes too, where each of them finds some. Where a
+delivering forward writes its outputs: its slot's output buffer (``forward_buffer``)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import torch
 from ... import _torch, state
 from ..layout import make_views, pack, view_runs
 from ..ring import Slot
-from ..variant import BORROWS, IN_ARENA
+from ..variant import BORROWS, IN_ARENA, Direction
 from .staging import compact_grads, fresh_views
 
 log = logging.getLogger(__name__)
@@ -145,6 +146,33 @@ class Deliveries:
                      placed.buffer_nbytes, placed.temp_bytes,
                      variant.deliver.overlay.temp_bytes)
         return placed if any(placed.in_arena) else None
+
+
+def forward_buffer(variant: Any, slot: Slot, warm: bool, drop: Any) -> tuple[Any, int]:
+    """The alias of the slot's output buffer this forward writes its large outputs into
+    (``Variant.deliver_forward``) and the buffer's generation; (None, -1): they are copied out
+    of the pool. Not before the forward has warmed up (``warm``: the plain graph's kernels warm
+    up both, with no buffer held), nor while the caller holds the outputs last written there
+    (the plain graph serves that call). Once the caller has held them ``HELD_LIMIT`` times, no
+    more for that slot: a loop that keeps each output past the next forward would alternate
+    two graphs, and the buffer would sit beside the outputs it keeps."""
+    d = variant.deliver_forward
+    buffer = variant.region.outputs_of_slot(slot.index) if d is not None and warm else None
+    if buffer is None or not buffer.delivering:
+        return None, -1
+    if not buffer.free_for_next():
+        if not buffer.delivering:
+            log.info("%s: the caller kept the outputs of slot %d past its next forward %d "
+                     "times; they are copied out from now on", variant.name, slot.index,
+                     buffer.held)
+            buffer.free()
+        return None, -1
+    generation = buffer.generation
+    alias = buffer.alias(d.nbytes, variant.device)
+    if buffer.generation != generation:  # graphs that wrote the old buffer are stale
+        drop(lambda k: k.direction is Direction.FORWARD and k.slot == slot.index
+             and k.delivers not in (-1, buffer.generation))
+    return alias, buffer.generation
 
 
 def warm_up(variant: Any, key: Any, gm: Any, gargs: list[Any], kept: Any) -> Any:

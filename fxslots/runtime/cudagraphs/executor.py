@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import warnings
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -30,33 +29,13 @@ from ...passes.collect import mutated_placeholders
 from ..layout import geometry_of, make_views, pack, slot_views
 from ..ring import Slot
 from ..variant import Direction, Variant
-from .delivery import Deliveries, warm_up
+from .delivery import Deliveries, forward_buffer, warm_up
+from .keys import CaptureKey
 from .outputs import Captured, OutKind, describe_outputs, own_user_outputs, saved_views
 from .pool import CaptureFailed, CudaCapturer
 from .staging import copy_staged, write_back
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class CaptureKey:
-    """What a captured graph is valid for: the memory it points at and the shapes it ran."""
-
-    direction: Direction
-    slot: int
-    generation: int  # of the slot's arenas
-    staging: int  # generation of the staging buffer (backward only)
-    shape: tuple  # the symbol values, and for backward the tangents' shapes
-    accumulate: bool = False  # the backward that adds into .grad buffers itself
-    delivers: int = -1  # the backward that writes gradients into this generation of the
-    # output buffer itself (-1: its gradients are copied out)
-    params: int = 0  # the parameters it ran with (ring.Slot.params)
-    overlay: int = 0  # it writes gradients (IN_ARENA), temporaries too (BORROWS) into its
-    # slot's arena (cudagraphs.delivery)
-    # An accumulating backward once gradients go into arenas: where each .grad buffer is (in
-    # an arena or the output buffer, as the step's first backward placed it; prepare captures
-    # each way). Only the first address let two layouts share a key (session 15).
-    grads_at: tuple[int, ...] = ()
 
 
 class GraphExecutor:
@@ -106,20 +85,25 @@ class GraphExecutor:
                 aliases: tuple[Any, Any]) -> Any:
         if slot is None:  # nothing to save and nothing to stage: no graph needed
             return variant.runner(Direction.FORWARD)(*args)
+        into, generation = forward_buffer(variant, slot, self.capturing and (
+            Direction.FORWARD, False, False) in self.warm, self._drop)
         key = CaptureKey(Direction.FORWARD, slot.index, slot.generation, 0, layout.key,
-                         params=slot.params)
+                         delivers=generation, params=slot.params)
         cap = self.graphs.get(key)
         if cap is not None and self._replay(cap, args, slot, key):
             tokens = self._tokens_ok(variant, cap) and not slot.watched
             slot.saved_outs = cap.saved_outs if tokens else None
-            return cap.results(aliases, variant.device, tokens=tokens)
+            return cap.results(aliases, variant.device, tokens=tokens, delivered=(into, None))
         views = slot_views(layout, aliases, variant.device)
+        if into is not None:
+            views += make_views(into, variant.device, None, variant.deliver_forward.runs)
         stage = tuple(zip(self._staged, make_views(aliases[0], variant.device, layout.staging),
                           strict=True))
         copy_staged(stage, args)
         staged = dict(stage)
         gargs = [staged.get(i, a) for i, a in enumerate(args)]
-        out = self._first_runs(variant, slot, key, gargs + views, stage, len(args), aliases)
+        out = self._first_runs(variant, slot, key, gargs + views, stage, len(args), aliases,
+                               (into, None))
         write_back(args, [(i, gargs[i]) for i in self._staged if i in self._mutated])
         return own_user_outputs(out, self._user_outputs, (slot.arena, slot.host_arena))
 
@@ -145,7 +129,7 @@ class GraphExecutor:
         # of a later accumulating backward, say): outputs left in the pool go to fresh memory.
         out = None if variant.deliver is not None and outputs.delivering else outputs
         if cap is not None and self._replay(cap, gargs, slot, key):
-            return cap.results((None, None), variant.device, out, grads=delivered)
+            return cap.results((None, None), variant.device, out, delivered=delivered)
         gargs += [] if target is None else target.views(variant.device)
         if slot.saved_outs is not None:  # tokens in the saved places: this run reads views
             saved_views(variant.saved_backward_args, slot.saved_outs, gargs)
@@ -210,8 +194,9 @@ class GraphExecutor:
         gm = variant.runner(key.direction, key.accumulate, delivers)
         if not self.capturing:
             return gm(*gargs)
-        # A delivering graph of ATen kernels runs the plain backward's: one warm-up serves both.
-        warm = (key.direction, key.accumulate, delivers and variant.deliver.kernel is not None)
+        # A delivering graph of ATen kernels runs the plain one's: one warm-up serves both.
+        warm = (key.direction, key.accumulate, delivers and key.direction is Direction.BACKWARD
+                and variant.deliver.kernel is not None)
         compiles, last = state.counters["inductor_compiles"], self.warm.get(warm)
         stale = last is None or (last != compiles and not isinstance(gm, torch.fx.GraphModule))
         if stale or key in self.uncaptured:
@@ -225,9 +210,7 @@ class GraphExecutor:
         if cap is None:
             return gm(*gargs)
         cap.graph.replay()
-        if key.direction is Direction.FORWARD:
-            return cap.results(aliases, variant.device)
-        return cap.results(aliases, variant.device, out, grads=delivered)
+        return cap.results(aliases, variant.device, out, delivered=delivered)
 
     def _capture(self, variant, slot, key, gm, gargs, stage, nargs) -> Captured | None:
         try:
@@ -255,8 +238,9 @@ class GraphExecutor:
         # Saved tensors sit in the slot at addresses the key fixes (slot, generation, shape);
         # their arguments may be tokens at replay (outputs.Captured.results), so not checked.
         in_slot = {a.data_ptr() for a in (slot.arena, slot.host_arena) if a is not None}
-        if key.delivers != -1:  # the output buffer's views: its generation is in the key
-            in_slot.add(self.region.outputs_for(key.params).tensor.data_ptr())
+        buffer = self._buffer(key, slot)  # its views: the buffer's generation is in the key
+        if buffer is not None:
+            in_slot.add(buffer.tensor.data_ptr())
         static = tuple((i, a.data_ptr()) for i, a in enumerate(gargs[:nargs])
                        if isinstance(a, torch.Tensor) and i not in staged
                        and a.untyped_storage().data_ptr() not in in_slot)
@@ -265,20 +249,27 @@ class GraphExecutor:
         fixed = make_views(slot.arena.untyped_storage(), slot.device,
                            [geometry_of(v) for _, v in stage])
         stage = tuple((i, v) for (i, _), v in zip(stage, fixed, strict=True))
+        forward = key.direction is Direction.FORWARD
         arenas = {slot.arena.data_ptr(): OutKind.SLOT}
         if slot.host_arena is not None:
             arenas[slot.host_arena.data_ptr()] = OutKind.HOST
-        buffers = set(arenas) | ({self.region.staging.tensor.data_ptr()}
+        staging = set(arenas) | ({self.region.staging.tensor.data_ptr()}
                                  if self.region.staging.tensor is not None else set())
-        forward = key.direction is Direction.FORWARD
         if not forward:
-            arenas = ({self.region.outputs_for(key.params).tensor.data_ptr(): OutKind.GRADS}
-                      if key.delivers != -1 else {})
-            if key.overlay:
-                arenas[slot.arena.data_ptr()] = OutKind.ARENA_GRADS
-        outs = describe_outputs(outs, gargs, arenas, buffers, self._user_outputs if forward else 0)
+            arenas = {slot.arena.data_ptr(): OutKind.ARENA_GRADS} if key.overlay else {}
+        if buffer is not None:
+            arenas[buffer.tensor.data_ptr()] = OutKind.BUFFER
+        outs = describe_outputs(outs, gargs, arenas, staging, self._user_outputs if forward else 0)
         return Captured(graph, static, stage, outs,
                         tuple((i, dst) for i, dst in stage if forward and i in self._mutated))
+
+    def _buffer(self, key: CaptureKey, slot: Slot) -> Any:
+        """The output buffer the graph of ``key`` delivers into (None: none)."""
+        if key.delivers == -1:
+            return None
+        if key.direction is Direction.FORWARD:
+            return self.region.outputs_of_slot(slot.index)
+        return self.region.outputs_for(key.params)
 
     def _failed(self, variant, slot, key, failed: CaptureFailed) -> None:
         node, root = failed.node, failed.cause

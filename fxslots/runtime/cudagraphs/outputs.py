@@ -18,7 +18,8 @@ class OutKind(enum.Enum):
     CONST = "const"  # the same object at every replay: not a tensor, or a view of a parameter
     SLOT = "slot"  # a view of the slot's device arena, rebuilt over each forward's alias
     HOST = "host"  # a view of the slot's host arena, the same way
-    GRADS = "grads"  # a view of the region's output buffer, rebuilt over each backward's alias
+    BUFFER = "buffer"  # a view of an output buffer (a backward's gradients: the region's; a
+    # forward's outputs: its slot's), rebuilt over each call's alias
     ARENA_GRADS = "arena grads"  # a gradient in its slot's arena (cudagraphs.delivery), the same
     POOL = "pool"  # pool memory a later replay reuses: copied out for the caller
 
@@ -52,7 +53,7 @@ class Captured:
         self.saved_outs = tuple((j, o.kind, o.geometry) for j, o in enumerate(self.outs)
                                 if o.kind in (OutKind.SLOT, OutKind.HOST))
         # Grouped once here, not at every replay.
-        for kind in (OutKind.SLOT, OutKind.HOST, OutKind.GRADS, OutKind.ARENA_GRADS):
+        for kind in (OutKind.SLOT, OutKind.HOST, OutKind.BUFFER, OutKind.ARENA_GRADS):
             idx = [j for j, o in enumerate(self.outs) if o.kind is kind]
             self._by_kind[kind] = (idx, view_runs([self.outs[j].geometry for j in idx]))
         pool = [j for j, o in enumerate(self.outs) if o.kind is OutKind.POOL]
@@ -70,15 +71,15 @@ class Captured:
         return None
 
     def results(self, aliases: tuple[Any, Any], device: torch.device,
-                out: Any = None, tokens: bool = False, grads: tuple = (None, None)
+                out: Any = None, tokens: bool = False, delivered: tuple = (None, None)
                 ) -> list[Any]:
         """The outputs of the replay just made, as the caller may keep them; pool outputs are
         copied into ``out`` (an OutputBuffer), or into fresh memory when it is None.
-        ``grads``: the aliases of the output buffer and of the slot's arena the replay
-        delivered gradients into (``delivery.Target``).
+        ``delivered``: the aliases of the output buffer and of the slot's arena the replay
+        delivered results into (``delivery.Target``; a forward's: its slot's output buffer's).
 
-        ``tokens``: every output in an arena is handed out as one tensor over that arena's
-        whole alias (the same object at each of them), not as views of it. Only a backward
+        ``tokens``: every output in one of the slot's arenas (a saved tensor) is handed out as
+        one tensor over that arena's whole alias (the same object at each of them), not as views of it. Only a backward
         that replays reads them, and it reads the slot at addresses its capture holds; a
         backward that runs uncaptured rebuilds the views from ``saved_outs``. A saved view
         costs autograd a tensor and a detach, ~2 us each: dozens per forward."""
@@ -95,10 +96,10 @@ class Captured:
                 result[j] = c
         for kind, alias, where in ((OutKind.SLOT, aliases[0], device),
                                    (OutKind.HOST, aliases[1], _CPU),
-                                   (OutKind.GRADS, grads[0], device),
-                                   (OutKind.ARENA_GRADS, grads[1], device)):
+                                   (OutKind.BUFFER, delivered[0], device),
+                                   (OutKind.ARENA_GRADS, delivered[1], device)):
             idx, runs = self._by_kind[kind]
-            if idx and tokens:
+            if idx and tokens and kind in (OutKind.SLOT, OutKind.HOST):  # the saved ones
                 token = torch.empty(0, dtype=torch.uint8, device=where).set_(alias)
                 for j in idx:
                     result[j] = token
@@ -111,10 +112,11 @@ class Captured:
 def describe_outputs(outs: Any, gargs: list[Any], arenas: dict[int, OutKind],
                      staged: set[int], copied: int = 0) -> list[Out]:
     """Classify each output of a capture. ``arenas`` maps the data_ptr of the slot's arenas
-    (forward) or of the output buffer (backward) to their kind; ``staged`` holds the
+    and of the output buffer the graph delivers into to their kind; ``staged`` holds the
     data_ptrs of buffers fxslots stages inputs into (never a caller's own memory). The first
     ``copied`` outputs go to the caller, who may keep them past the slot's next use: each
-    replay copies them out, from the pool or from the slot."""
+    replay copies them out, from the pool or from the slot (not from an output buffer, which
+    is not written again while the caller holds them)."""
     static = {a.untyped_storage().data_ptr() for a in gargs
               if isinstance(a, torch.Tensor)} - staged - set(arenas)
     described = []
@@ -123,7 +125,9 @@ def describe_outputs(outs: Any, gargs: list[Any], arenas: dict[int, OutKind],
             described.append(Out(OutKind.CONST, o))
             continue
         st = o.untyped_storage()
-        kind = arenas.get(st.data_ptr()) if j >= copied else None
+        kind = arenas.get(st.data_ptr())
+        if j < copied and kind in (OutKind.SLOT, OutKind.HOST):
+            kind = None
         if kind is not None:
             # storage_offset, not data_ptr: a zero-size tensor's data_ptr is 0
             described.append(Out(kind, geometry=geometry_of(o)))

@@ -52,7 +52,8 @@ HELD_LIMIT = 2
 
 
 class OutputBuffer:
-    """Device bytes where a region's backward replays copy the gradients they hand out.
+    """Device bytes where a region's backward replays copy the gradients they hand out (or a
+    slot's forwards their outputs: ``free_for_next``).
 
     Reused once nothing holds the last ones (a training loop drops them at
     ``zero_grad(set_to_none=True)``), so the ``.grad`` buffers autograd adopts keep their
@@ -79,6 +80,15 @@ class OutputBuffer:
         self._owner = _torch.StorageWeakRef(alias)
         state.keep_while_viewed(self.tensor, self._owner)
         return alias
+
+    def free_for_next(self) -> bool:
+        """Whether the next results may go here without moving it: nothing holds the last
+        ones. A forward's outputs go elsewhere when something does (its plain graph copies them
+        out), counted in ``held`` as a retired buffer is."""
+        if self._owner is not None and not self._owner.expired():
+            self.held += 1
+            return False
+        return True
 
     @property
     def delivering(self) -> bool:

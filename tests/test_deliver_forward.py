@@ -1,0 +1,235 @@
+"""A forward that writes its large outputs into its slot's output buffer itself
+(``passes/deliver.fresh_outputs``, ``grads.deliver_forward``, ``delivery.forward_buffer``).
+
+Before, each replay computed them into the pool and copied them out for the caller: the pool
+was sized by them (two thirds of heavy's, H200 run 30c) and every step paid the copy. CPU runs
+use the stand-in graph of tests/test_graph_executor_cpu.py, which writes each replay's results
+into the addresses of its capture, as a replay does.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.fx as fx
+from torch import nn
+
+import fxslots
+from examples.models import MLP
+from fxslots import _torch
+from fxslots.passes import deliver
+from fxslots.passes.deliver import deliver_outputs, fresh_outputs
+from fxslots.runtime.cudagraphs import executor, staging
+from fxslots.runtime.cudagraphs.outputs import OutKind
+from fxslots.runtime.layout import make_views, pack
+from tests.helpers import assert_same, run, schedule_1f1b, schedule_ffbb
+from tests.test_graph_executor_cpu import _StandInGraph, stand_in_graphs  # noqa: F401
+
+aten = torch.ops.aten
+
+
+@pytest.fixture
+def every_output(monkeypatch):
+    """Every output is large enough to deliver (the tests' models are small)."""
+    monkeypatch.setattr(deliver, "MIN_OUTPUT_BYTES", 1)
+
+
+def _forward_kinds(monkeypatch) -> list[OutKind]:
+    """The kinds of the user outputs of every forward graph captured from now on."""
+    kinds: list[OutKind] = []
+    describe = executor.describe_outputs
+
+    def recording(outs, gargs, arenas, staged, copied=0):
+        described = describe(outs, gargs, arenas, staged, copied)
+        if OutKind.SLOT in arenas.values():  # a forward's
+            kinds.extend(o.kind for o in described[:copied] if o.kind is not OutKind.CONST)
+        return described
+
+    monkeypatch.setattr(executor, "describe_outputs", recording)
+    return kinds
+
+
+class _Outputs(nn.Module):
+    """Returns a fresh value, one that is also saved, a view of its input and a small one."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(16, 16)
+
+    def forward(self, x):
+        y = self.lin(x)
+        h = y.sin()  # saves y: y lives in the slot
+        return h @ self.lin.weight, y, x.view(-1), h.sum()
+
+
+def _forward_graph() -> fx.GraphModule:
+    got = {}
+
+    def fw(gm, _):
+        got["fw"] = gm
+        return _torch.mark_boxed(lambda args: gm(*args))
+
+    from functorch.compile import aot_module
+
+    aot_module(_Outputs(), fw_compiler=fw, bw_compiler=fw)(torch.randn(4, 16, requires_grad=True))
+    return got["fw"]
+
+
+def test_only_fresh_large_outputs_are_delivered(every_output):
+    fw = _forward_graph()
+    # the matmul's result, and the sum: y is saved (returned twice: to the caller and to the
+    # backward), the view is of an input
+    assert fresh_outputs(fw, torch.device("cpu"), 4) == [0, 3]
+    assert fresh_outputs(fw, torch.device("cpu"), 1) == [0]  # the first n only
+    assert fresh_outputs(fw, torch.device("meta"), 4) == []
+
+
+def test_small_outputs_stay_in_the_pool():
+    assert fresh_outputs(_forward_graph(), torch.device("cpu"), 4) == []
+
+
+def test_the_twin_computes_an_output_into_its_buffer_bitwise(every_output):
+    fw = _forward_graph()
+    outputs = fresh_outputs(fw, torch.device("cpu"), 4)
+    gm, delivered = deliver_outputs(fw, outputs, None, "out", "output")
+    # the matmul computes into its buffer; a full sum (no out= overload) is copied there
+    assert [d.in_place for d in delivered] == [True, False]
+    written = [str(n.target) for n in gm.graph.nodes if n.kwargs.get("out") is not None]
+    copies = [n for n in gm.graph.nodes if n.target is aten.copy_.default]
+    assert written == ["aten.mm.out"] and [c.args[0].name for c in copies] == ["out_3"]
+    assert [p.name for p in gm.graph.find_nodes(op="placeholder")][-2:] == ["out_0", "out_3"]
+    geometry, nbytes = pack([(d.dtype, d.shape, d.stride) for d in delivered], 64)
+    buffer = torch.empty(nbytes, dtype=torch.uint8)
+    views = make_views(buffer.untyped_storage(), torch.device("cpu"), geometry)
+    args = [torch.randn(p.meta["val"].shape) for p in fw.graph.find_nodes(op="placeholder")]
+    with torch.no_grad():
+        want, got = fw(*args), gm(*args, *views)
+    lo, hi = buffer.data_ptr(), buffer.data_ptr() + nbytes
+    for i, (w, g) in enumerate(zip(want, got, strict=True)):
+        assert torch.equal(w, g), f"output {i}"
+        assert (lo <= g.data_ptr() < hi) == (i in outputs), f"output {i}"
+
+
+def test_captured_forward_delivers_its_outputs_bitwise(stand_in_graphs,  # noqa: F811
+                                                       every_output, monkeypatch):
+    kinds = _forward_kinds(monkeypatch)
+    torch.manual_seed(0)
+    model, xs = MLP(16, 32, 3), [torch.randn(4, 16) for _ in range(4)]
+    sched = schedule_ffbb(2) + [(op, i + 2) for op, i in schedule_1f1b(2, 2)]
+    ours = run(model, "fxslots", xs, sched, steps=4, options={"slots": 2})
+    assert _StandInGraph.replays > 0
+    assert OutKind.BUFFER in kinds and OutKind.POOL not in kinds, kinds
+    (region,) = fxslots.regions()
+    assert sorted(region.forward_outputs) == [0, 1]  # one buffer per slot
+    assert all(b.held == 0 for b in region.forward_outputs.values())
+    assert_same(ours, run(model, "aot_eager", xs, sched, steps=4))
+
+
+def test_mixed_outputs_match_aot_eager_bitwise(stand_in_graphs, every_output,  # noqa: F811
+                                               monkeypatch):
+    """Outputs of every kind at once, two microbatches in flight: a fresh one (delivered), one
+    also saved (in the slot, copied out), a view of the input, a scalar."""
+    kinds = _forward_kinds(monkeypatch)
+    torch.manual_seed(0)
+    m = _Outputs()
+    ref = copy.deepcopy(m)
+    c = torch.compile(m, backend="fxslots", options={"slots": 2})
+    e = torch.compile(ref, backend="aot_eager")
+    for step in range(5):
+        xs = [torch.randn(4, 16) for _ in range(2)]
+        got = [c(x) for x in xs]  # both in flight
+        want = [e(x) for x in xs]
+        for g, w in zip(got, want, strict=True):
+            assert all(torch.equal(a, b) for a, b in zip(g, w, strict=True)), step
+        for outs in (*got, *want):
+            sum(o.float().square().sum() for o in outs if o.requires_grad).backward()
+        for p, q in zip(m.parameters(), ref.parameters(), strict=True):
+            assert torch.equal(p.grad, q.grad), step
+        m.zero_grad(set_to_none=True)
+        ref.zero_grad(set_to_none=True)
+    assert OutKind.BUFFER in kinds, kinds
+
+
+def test_outputs_the_caller_keeps_are_never_overwritten(stand_in_graphs,  # noqa: F811
+                                                        every_output, monkeypatch):
+    """A loop that keeps every output past the next forward: each forward finds the buffer
+    held and runs the plain graph (outputs copied out of the pool); after ``HELD_LIMIT`` of
+    those the slot stops delivering and its buffer goes. What the caller kept stays what it
+    was, and every step matches eager."""
+    kinds = _forward_kinds(monkeypatch)
+    torch.manual_seed(0)
+    m, e = MLP(16, 32, 3), MLP(16, 32, 3)
+    e.load_state_dict(m.state_dict())
+    c = torch.compile(m, backend="fxslots", options={"slots": 1})
+    kept, copies = [], []
+    for _ in range(staging.HELD_LIMIT + 5):
+        x = torch.randn(4, 16)
+        out = c(x)
+        want = e(x)
+        assert torch.equal(out, want)
+        out.sum().backward()
+        kept.append(out)
+        copies.append(out.detach().clone())
+    for k, c_ in zip(kept, copies, strict=True):
+        assert torch.equal(k, c_)
+    (buffer,) = fxslots.regions()[0].forward_outputs.values()
+    assert buffer.held > staging.HELD_LIMIT and buffer.tensor is None
+    assert OutKind.BUFFER in kinds and OutKind.POOL in kinds, kinds
+
+
+def test_outputs_dropped_before_the_next_forward_keep_one_buffer(stand_in_graphs,  # noqa: F811
+                                                                 every_output):
+    torch.manual_seed(0)
+    m = MLP(16, 32, 3)
+    c = torch.compile(m, backend="fxslots", options={"slots": 1})
+    addresses = set()
+    for step in range(6):
+        out = c(torch.randn(4, 16))
+        if step >= 2:  # after the warm-up: in the slot's buffer
+            addresses.add(out.data_ptr())
+        out.sum().backward()
+        del out
+    (buffer,) = fxslots.regions()[0].forward_outputs.values()
+    assert len(addresses) == 1 and buffer.held == 0
+    lo = buffer.tensor.data_ptr()
+    assert lo <= addresses.pop() < lo + buffer.tensor.numel()
+
+
+def test_explain_shows_the_delivering_forward(stand_in_graphs, every_output):  # noqa: F811
+    torch.manual_seed(0)
+    text = str(fxslots.explain(MLP(16, 32, 2), torch.randn(4, 16)))
+    assert "forward, delivering its outputs into its slot's output buffer" in text
+    assert "addmm.out" in text and "out_0" in text
+
+
+@pytest.mark.cuda
+def test_cuda_forward_outputs_land_in_the_slot_buffer_and_survive_replays():
+    """On real CUDA graphs: a large output is computed into the slot's buffer, not the pool,
+    matches eager, and outputs the caller keeps are not overwritten by later replays."""
+    torch.manual_seed(0)
+    m = MLP(1024, 256, 2).cuda()  # a 1 MiB output at batch 256, f32
+    e = MLP(1024, 256, 2).cuda()
+    e.load_state_dict(m.state_dict())
+    c = torch.compile(m, backend="fxslots", options={"slots": 1})
+    for step in range(5):
+        x = torch.randn(256, 1024, device="cuda")
+        out = c(x)
+        torch.testing.assert_close(out, e(x), rtol=1e-4, atol=1e-5)
+        if step >= 2:
+            (buffer,) = fxslots.regions()[0].forward_outputs.values()
+            lo = buffer.tensor.data_ptr()
+            assert lo <= out.data_ptr() < lo + buffer.tensor.numel(), step
+        out.float().square().mean().backward()
+        del out
+    assert fxslots.counters["captures"] > 0
+    kept, copies = [], []
+    for _ in range(staging.HELD_LIMIT + 3):
+        out = c(torch.randn(256, 1024, device="cuda"))
+        out.sum().backward()
+        kept.append(out)
+        copies.append(out.detach().clone())
+    torch.cuda.synchronize()
+    for k, c_ in zip(kept, copies, strict=True):
+        assert torch.equal(k, c_)
