@@ -88,15 +88,17 @@ def _region_buffer():
     return buffer
 
 
-def _record_kinds(monkeypatch) -> list[OutKind]:
-    """The kinds of every non-constant output of the backward graphs captured from now on."""
+def _record_kinds(monkeypatch, forward: bool = False) -> list[OutKind]:
+    """The kinds of every non-constant output of the backward graphs captured from now on
+    (``forward``: of the user outputs of the forward graphs)."""
     kinds: list[OutKind] = []
     describe = executor.describe_outputs
 
     def recording(outs, gargs, arenas, staged, copied=0):
         described = describe(outs, gargs, arenas, staged, copied)
-        if OutKind.SLOT not in arenas.values():  # a backward's
-            kinds.extend(o.kind for o in described if o.kind is not OutKind.CONST)
+        if (OutKind.SLOT in arenas.values()) == forward:  # only a forward's has the slot
+            kinds.extend(o.kind for o in (described[:copied] if forward else described)
+                         if o.kind is not OutKind.CONST)
         return described
 
     monkeypatch.setattr(executor, "describe_outputs", recording)

@@ -21,10 +21,11 @@ from examples.models import MLP
 from fxslots import _torch
 from fxslots.passes import deliver
 from fxslots.passes.deliver import deliver_outputs, fresh_outputs
-from fxslots.runtime.cudagraphs import executor, staging
+from fxslots.runtime.cudagraphs import staging
 from fxslots.runtime.cudagraphs.outputs import OutKind
 from fxslots.runtime.layout import make_views, pack
 from tests.helpers import assert_same, run, schedule_1f1b, schedule_ffbb
+from tests.test_deliver import _record_kinds
 from tests.test_graph_executor_cpu import _StandInGraph, stand_in_graphs  # noqa: F401
 
 aten = torch.ops.aten
@@ -34,21 +35,6 @@ aten = torch.ops.aten
 def every_output(monkeypatch):
     """Every output is large enough to deliver (the tests' models are small)."""
     monkeypatch.setattr(deliver, "MIN_OUTPUT_BYTES", 1)
-
-
-def _forward_kinds(monkeypatch) -> list[OutKind]:
-    """The kinds of the user outputs of every forward graph captured from now on."""
-    kinds: list[OutKind] = []
-    describe = executor.describe_outputs
-
-    def recording(outs, gargs, arenas, staged, copied=0):
-        described = describe(outs, gargs, arenas, staged, copied)
-        if OutKind.SLOT in arenas.values():  # a forward's
-            kinds.extend(o.kind for o in described[:copied] if o.kind is not OutKind.CONST)
-        return described
-
-    monkeypatch.setattr(executor, "describe_outputs", recording)
-    return kinds
 
 
 class _Outputs(nn.Module):
@@ -114,7 +100,7 @@ def test_the_twin_computes_an_output_into_its_buffer_bitwise(every_output):
 
 def test_captured_forward_delivers_its_outputs_bitwise(stand_in_graphs,  # noqa: F811
                                                        every_output, monkeypatch):
-    kinds = _forward_kinds(monkeypatch)
+    kinds = _record_kinds(monkeypatch, forward=True)
     torch.manual_seed(0)
     model, xs = MLP(16, 32, 3), [torch.randn(4, 16) for _ in range(4)]
     sched = schedule_ffbb(2) + [(op, i + 2) for op, i in schedule_1f1b(2, 2)]
@@ -131,7 +117,7 @@ def test_mixed_outputs_match_aot_eager_bitwise(stand_in_graphs, every_output,  #
                                                monkeypatch):
     """Outputs of every kind at once, two microbatches in flight: a fresh one (delivered), one
     also saved (in the slot, copied out), a view of the input, a scalar."""
-    kinds = _forward_kinds(monkeypatch)
+    kinds = _record_kinds(monkeypatch, forward=True)
     torch.manual_seed(0)
     m = _Outputs()
     ref = copy.deepcopy(m)
@@ -158,7 +144,7 @@ def test_outputs_the_caller_keeps_are_never_overwritten(stand_in_graphs,  # noqa
     held and runs the plain graph (outputs copied out of the pool); after ``HELD_LIMIT`` of
     those the slot stops delivering and its buffer goes. What the caller kept stays what it
     was, and every step matches eager."""
-    kinds = _forward_kinds(monkeypatch)
+    kinds = _record_kinds(monkeypatch, forward=True)
     torch.manual_seed(0)
     m, e = MLP(16, 32, 3), MLP(16, 32, 3)
     e.load_state_dict(m.state_dict())
@@ -195,6 +181,32 @@ def test_outputs_dropped_before_the_next_forward_keep_one_buffer(stand_in_graphs
     assert len(addresses) == 1 and buffer.held == 0
     lo = buffer.tensor.data_ptr()
     assert lo <= addresses.pop() < lo + buffer.tensor.numel()
+
+
+def test_a_moved_gradient_buffer_leaves_the_forward_graphs(stand_in_graphs,  # noqa: F811
+                                                           every_output, monkeypatch):
+    """A loop that keeps its gradients moves the region's gradient buffer at each backward
+    (until delivery stops there); the forward's graphs write another buffer and stay."""
+    from fxslots.runtime.cudagraphs import executor
+
+    directions = []
+    capture = executor.GraphExecutor._capture
+
+    def recording(self, variant, slot, key, *rest):
+        directions.append(key.direction.value)
+        return capture(self, variant, slot, key, *rest)
+
+    monkeypatch.setattr(executor.GraphExecutor, "_capture", recording)
+    torch.manual_seed(0)
+    m = MLP(16, 32, 3)
+    c = torch.compile(m, backend="fxslots", options={"slots": 1})
+    kept = []
+    for _ in range(staging.HELD_LIMIT + 3):
+        c(torch.randn(4, 16)).sum().backward()
+        kept.append([p.grad for p in m.parameters()])
+        m.zero_grad(set_to_none=True)
+    assert directions.count("forward") == 1, directions
+    assert directions.count("backward") > 1, directions
 
 
 def test_explain_shows_the_delivering_forward(stand_in_graphs, every_output):  # noqa: F811

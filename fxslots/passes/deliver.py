@@ -63,14 +63,16 @@ def deliverable(bw: fx.GraphModule, device: torch.device, params: Iterable[int])
     next backward, which would move the buffer every time."""
     outs = list(next(iter(bw.graph.find_nodes(op="output"))).args[0])
     nodes = [o for o in outs if isinstance(o, fx.Node)]
-    keep = []
-    for i in sorted(set(params)):
-        o = outs[i] if i < len(outs) else None
-        v = o.meta.get("val") if isinstance(o, fx.Node) else None
-        if (isinstance(v, torch.Tensor) and v.device == device and _static(v) and _layout(v)[0]
-                and nodes.count(o) == 1):
-            keep.append(i)
-    return keep
+    return [i for i in sorted(set(params))
+            if i < len(outs) and _fits(outs[i], device, nodes, 0)]
+
+
+def _fits(o: Any, device: torch.device, nodes: list[fx.Node], min_bytes: int) -> bool:
+    """Whether output ``o`` is a dense tensor of static shape on ``device``, of at least
+    ``min_bytes``, returned once (``nodes``: every node the graph returns)."""
+    v = o.meta.get("val") if isinstance(o, fx.Node) else None
+    return (isinstance(v, torch.Tensor) and v.device == device and _static(v) and _layout(v)[0]
+            and v.numel() * v.element_size() >= min_bytes and nodes.count(o) == 1)
 
 
 # A forward's outputs smaller than this stay in the pool, copied out: they cost the pool
@@ -86,15 +88,8 @@ def fresh_outputs(fw: fx.GraphModule, device: torch.device, n: int) -> list[int]
     nor a saved value in the slot (those are copied out of the slot)."""
     outs = list(next(iter(fw.graph.find_nodes(op="output"))).args[0])
     nodes = [o for o in outs if isinstance(o, fx.Node)]
-    keep = []
-    for i, o in enumerate(outs[:n]):
-        v = o.meta.get("val") if isinstance(o, fx.Node) else None
-        root = _base(o) if isinstance(o, fx.Node) else None
-        if (isinstance(v, torch.Tensor) and v.device == device and _static(v) and _layout(v)[0]
-                and v.numel() * v.element_size() >= MIN_OUTPUT_BYTES and nodes.count(o) == 1
-                and root.op == "call_function" and not _writes(root)):
-            keep.append(i)
-    return keep
+    return [i for i, o in enumerate(outs[:n]) if _fits(o, device, nodes, MIN_OUTPUT_BYTES)
+            and _base(o).op == "call_function" and not _writes(_base(o))]
 
 
 def _writes(node: fx.Node) -> bool:

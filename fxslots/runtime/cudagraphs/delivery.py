@@ -111,11 +111,8 @@ class Deliveries:
             nbytes, runs = placed.buffer_nbytes, placed.buffer_runs
         buffer = None
         if nbytes or placed is None:
-            generation = outputs.generation
-            buffer = outputs.alias(nbytes, variant.device)
-            if outputs.generation != generation:  # graphs that wrote the old buffer are stale
-                drop(lambda k: k.params == slot.params and k.delivers not in (
-                    -1, outputs.generation))
+            buffer = aliased(outputs, nbytes, variant.device, drop, lambda k: (
+                k.direction is Direction.BACKWARD and k.params == slot.params))
         if placed is None:
             return Target(buffer, None, outputs.generation, runs)
         arena = _torch.storage_alias(slot.arena.data_ptr(), variant.device, slot.nbytes)
@@ -167,12 +164,19 @@ def forward_buffer(variant: Any, slot: Slot, warm: bool, drop: Any) -> tuple[Any
                      buffer.held)
             buffer.free()
         return None, -1
-    generation = buffer.generation
-    alias = buffer.alias(d.nbytes, variant.device)
-    if buffer.generation != generation:  # graphs that wrote the old buffer are stale
-        drop(lambda k: k.direction is Direction.FORWARD and k.slot == slot.index
-             and k.delivers not in (-1, buffer.generation))
+    alias = aliased(buffer, d.nbytes, variant.device, drop, lambda k: (
+        k.direction is Direction.FORWARD and k.slot == slot.index))
     return alias, buffer.generation
+
+
+def aliased(buffer: Any, nbytes: int, device: Any, drop: Any, writes: Any) -> Any:
+    """``buffer.alias(nbytes)``; where that moved the buffer, ``drop`` forgets the graphs that
+    wrote the old one: those ``writes(key)`` names that deliver into another generation."""
+    generation = buffer.generation
+    alias = buffer.alias(nbytes, device)
+    if buffer.generation != generation:
+        drop(lambda k: writes(k) and k.delivers not in (-1, buffer.generation))
+    return alias
 
 
 def warm_up(variant: Any, key: Any, gm: Any, gargs: list[Any], kept: Any) -> Any:

@@ -70,9 +70,8 @@ class OutputBuffer:
         self._owner = None
 
     def alias(self, nbytes: int, device: torch.device):
-        if self._owner is not None and not self._owner.expired():
+        if not self.free_for_next():  # retired: the caller keeps its views alive
             self.tensor = None
-            self.held += 1
         if self.tensor is None or self.tensor.numel() < nbytes or self.tensor.device != device:
             self.tensor = torch.empty(max(nbytes, 1), dtype=torch.uint8, device=device)
             self.generation += 1
@@ -92,7 +91,7 @@ class OutputBuffer:
 
     @property
     def delivering(self) -> bool:
-        """Whether backwards may still write gradients into it themselves."""
+        """Whether graphs may still write their results into it themselves."""
         return self.held <= HELD_LIMIT
 
     def free(self) -> None:
