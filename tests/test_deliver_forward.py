@@ -108,7 +108,7 @@ def test_captured_forward_delivers_its_outputs_bitwise(stand_in_graphs,  # noqa:
     assert _StandInGraph.replays > 0
     assert OutKind.BUFFER in kinds and OutKind.POOL not in kinds, kinds
     (region,) = fxslots.regions()
-    assert sorted(region.forward_outputs) == [0, 1]  # one buffer per slot
+    assert sorted(region.forward_outputs) == [0, 1]  # buffers per slot
     assert all(b.held == 0 for b in region.forward_outputs.values())
     assert_same(ours, run(model, "aot_eager", xs, sched, steps=4))
 
@@ -140,9 +140,9 @@ def test_mixed_outputs_match_aot_eager_bitwise(stand_in_graphs, every_output,  #
 
 def test_outputs_the_caller_keeps_are_never_overwritten(stand_in_graphs,  # noqa: F811
                                                         every_output, monkeypatch):
-    """A loop that keeps every output past the next forward: each forward finds the buffer
-    held and runs the plain graph (outputs copied out of the pool); after ``HELD_LIMIT`` of
-    those the slot stops delivering and its buffer goes. What the caller kept stays what it
+    """A loop that keeps every output: the slot's two buffers fill, then each forward finds
+    both held and runs the plain graph (outputs copied out of the pool); after ``HELD_LIMIT``
+    of those the slot stops delivering and its buffers go. What the caller kept stays what it
     was, and every step matches eager."""
     kinds = _record_kinds(monkeypatch, forward=True)
     torch.manual_seed(0)
@@ -160,8 +160,8 @@ def test_outputs_the_caller_keeps_are_never_overwritten(stand_in_graphs,  # noqa
         copies.append(out.detach().clone())
     for k, c_ in zip(kept, copies, strict=True):
         assert torch.equal(k, c_)
-    (buffer,) = fxslots.regions()[0].forward_outputs.values()
-    assert buffer.held > staging.HELD_LIMIT and buffer.tensor is None
+    (banks,) = fxslots.regions()[0].forward_outputs.values()
+    assert banks.held > staging.HELD_LIMIT and all(b.tensor is None for b in banks.banks)
     assert OutKind.BUFFER in kinds and OutKind.POOL in kinds, kinds
 
 
@@ -177,10 +177,44 @@ def test_outputs_dropped_before_the_next_forward_keep_one_buffer(stand_in_graphs
             addresses.add(out.data_ptr())
         out.sum().backward()
         del out
-    (buffer,) = fxslots.regions()[0].forward_outputs.values()
-    assert len(addresses) == 1 and buffer.held == 0
-    lo = buffer.tensor.data_ptr()
-    assert lo <= addresses.pop() < lo + buffer.tensor.numel()
+    (banks,) = fxslots.regions()[0].forward_outputs.values()
+    first, second = banks.banks
+    assert len(addresses) == 1 and banks.held == 0 and second.tensor is None
+    lo = first.tensor.data_ptr()
+    assert lo <= addresses.pop() < lo + first.tensor.numel()
+
+
+def test_the_output_held_until_the_next_forward_returns_alternates_two_buffers(
+        stand_in_graphs, every_output, monkeypatch):  # noqa: F811
+    """``out = model(x); out.sum().backward()``: ``out`` still holds the last output while the
+    next forward runs. Each forward after the warm-up writes into the buffer the caller holds
+    nothing of, the two in turn (a capture each), never into the output it holds; every step
+    matches eager."""
+    kinds = _record_kinds(monkeypatch, forward=True)
+    torch.manual_seed(0)
+    m, e = MLP(16, 32, 3), MLP(16, 32, 3)
+    e.load_state_dict(m.state_dict())
+    c = torch.compile(m, backend="fxslots", options={"slots": 1})
+    before = fxslots.counters["captures"]
+    out = last = None
+    addresses = []
+    for step in range(8):
+        x = torch.randn(4, 16)
+        out = c(x)
+        assert torch.equal(out, e(x)), step
+        if last is not None:  # the output held through this forward is what it was
+            assert torch.equal(last[0], last[1]), step
+        if step >= 1:
+            addresses.append(out.data_ptr())
+        out.sum().backward()
+        last = (out, out.detach().clone())
+        m.zero_grad(set_to_none=True)
+    (banks,) = fxslots.regions()[0].forward_outputs.values()
+    spans = [(b.tensor.data_ptr(), b.tensor.data_ptr() + b.tensor.numel()) for b in banks.banks]
+    where = [next(i for i, (lo, hi) in enumerate(spans) if lo <= a < hi) for a in addresses]
+    assert where == [0, 1] * 3 + [0], where
+    assert banks.held == 0 and OutKind.POOL not in kinds and OutKind.BUFFER in kinds, kinds
+    assert fxslots.counters["captures"] - before == 3  # the backward, a forward per buffer
 
 
 def test_a_moved_gradient_buffer_leaves_the_forward_graphs(stand_in_graphs,  # noqa: F811
@@ -230,12 +264,27 @@ def test_cuda_forward_outputs_land_in_the_slot_buffer_and_survive_replays():
         out = c(x)
         torch.testing.assert_close(out, e(x), rtol=1e-4, atol=1e-5)
         if step >= 2:
-            (buffer,) = fxslots.regions()[0].forward_outputs.values()
+            (banks,) = fxslots.regions()[0].forward_outputs.values()
+            buffer = banks.banks[0]
             lo = buffer.tensor.data_ptr()
             assert lo <= out.data_ptr() < lo + buffer.tensor.numel(), step
         out.float().square().mean().backward()
         del out
     assert fxslots.counters["captures"] > 0
+    last, where = None, []  # out held until the next forward returns: the two buffers in turn
+    for step in range(5):
+        x = torch.randn(256, 1024, device="cuda")
+        out = c(x)
+        torch.testing.assert_close(out, e(x), rtol=1e-4, atol=1e-5)
+        if last is not None:
+            assert torch.equal(last[0], last[1]), step
+        (banks,) = fxslots.regions()[0].forward_outputs.values()
+        where.append([b.tensor is not None and b.tensor.data_ptr() <= out.data_ptr()
+                      < b.tensor.data_ptr() + b.tensor.numel() for b in banks.banks].index(True))
+        out.float().square().mean().backward()
+        last = (out, out.detach().clone())
+    assert where == [0, 1, 0, 1, 0], where
+    del out, last
     kept, copies = [], []
     for _ in range(staging.HELD_LIMIT + 3):
         out = c(torch.randn(256, 1024, device="cuda"))

@@ -13,7 +13,7 @@ import torch
 from .. import _torch, state
 from ..errors import OptionsError
 from ..options import Options
-from .cudagraphs.staging import OutputBuffer, StagingBuffer
+from .cudagraphs.staging import OutputBanks, OutputBuffer, StagingBuffer
 from .ring import SlotRing
 
 log = logging.getLogger(__name__)
@@ -32,7 +32,7 @@ class Region:
     outputs: dict[int, OutputBuffer] = field(default_factory=dict)
     # Per slot index: where its forwards write the large outputs they hand out
     # (``Variant.deliver_forward``); shared by an arena group's regions, as the ring is.
-    forward_outputs: dict[int, OutputBuffer] = field(default_factory=dict)
+    forward_outputs: dict[int, OutputBanks] = field(default_factory=dict)
     variants: list = field(default_factory=list)  # weak references to its Variants
     noted_capture: bool = False  # logged that a capture happened outside fxslots.prepare
     noted_recapture: bool = False  # warned that moved inputs keep making a graph capture again
@@ -54,11 +54,11 @@ class Region:
             buffer = self.outputs[params] = OutputBuffer()
         return buffer
 
-    def outputs_of_slot(self, index: int) -> OutputBuffer:
-        buffer = self.forward_outputs.get(index)
-        if buffer is None:
-            buffer = self.forward_outputs[index] = OutputBuffer()
-        return buffer
+    def outputs_of_slot(self, index: int) -> OutputBanks:
+        banks = self.forward_outputs.get(index)
+        if banks is None:
+            banks = self.forward_outputs[index] = OutputBanks()
+        return banks
 
     def watch_grads(self, grad: Any) -> None:
         """After a backward, until the loop is seen to keep gradients: one it handed out."""

@@ -284,7 +284,7 @@ MUTANTS: tuple[Mutant, ...] = (
            "fxslots donates no saved tensor to its backward (retain_graph, create_graph run)",
            "cpu", (f"{BAD}::test_create_graph_after_a_plain_backward",)),
     Mutant("held-gradients-overwritten", STAGING,
-           "        if not self.free_for_next():  # retired: the caller keeps its views alive",
+           "        if self.kept():  # retired: the caller keeps its views alive",
            "        if False:",
            "a backward never writes gradients into memory the caller still holds", "cpu",
            ("tests/test_deliver.py::test_gradients_the_caller_keeps_are_never_overwritten",)),
@@ -294,8 +294,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "a captured backward writes its gradients into the output buffer itself", "cpu",
            ("tests/test_deliver.py::test_captured_backward_delivers_gradients_bitwise",)),
     Mutant("held-outputs-overwritten", STAGING,
-           "            self.held += 1\n            return False",
-           "            return True",
+           "        free = next((b for b in self.banks if not b.kept()), None)",
+           "        free = self.banks[0]",
            "a forward never writes its outputs into memory the caller still holds", "cpu",
            ("tests/test_deliver_forward.py::test_outputs_the_caller_keeps_are_never_overwritten",)),
     Mutant("outputs-never-delivered", DELIVER,
@@ -316,6 +316,18 @@ MUTANTS: tuple[Mutant, ...] = (
            "a moved gradient buffer drops the backwards that wrote it, not the forwards",
            "cpu", ("tests/test_deliver_forward.py::"
                    "test_a_moved_gradient_buffer_leaves_the_forward_graphs",)),
+    Mutant("one-output-buffer-per-slot", STAGING,
+           "        free = next((b for b in self.banks if not b.kept()), None)",
+           "        free = None if self.banks[0].kept() else self.banks[0]",
+           "a forward whose last output the caller still holds delivers into the slot's other "
+           "buffer", "cpu", ("tests/test_deliver_forward.py::"
+                             "test_the_output_held_until_the_next_forward_returns_alternates_two_buffers",)),
+    Mutant("moved-buffer-drops-the-other-bank", DELIVERY,
+           "        drop(lambda k: writes(k) and k.delivers == old)",
+           "        drop(lambda k: writes(k) and k.delivers not in (-1, buffer.generation))",
+           "a moved output buffer drops the graphs that wrote it, not those of the slot's other",
+           "cpu", ("tests/test_deliver_forward.py::"
+                   "test_the_output_held_until_the_next_forward_returns_alternates_two_buffers",)),
     Mutant("captures-keyed-without-parameters", EXECUTOR,
            "                         delivers=generation, params=slot.params)",
            "                         delivers=generation, params=0)",

@@ -149,20 +149,21 @@ def forward_buffer(variant: Any, slot: Slot, warm: bool, drop: Any) -> tuple[Any
     """The alias of the slot's output buffer this forward writes its large outputs into
     (``Variant.deliver_forward``) and the buffer's generation; (None, -1): they are copied out
     of the pool. Not before the forward has warmed up (``warm``: the plain graph's kernels warm
-    up both, with no buffer held), nor while the caller holds the outputs last written there
-    (the plain graph serves that call). Once the caller has held them ``HELD_LIMIT`` times, no
-    more for that slot: a loop that keeps each output past the next forward would alternate
-    two graphs, and the buffer would sit beside the outputs it keeps."""
+    up both, with no buffer held), nor into outputs the caller still holds: of the slot's two
+    buffers (``staging.OutputBanks``), the first it holds nothing of; where it holds both, the
+    plain graph serves that call. After ``HELD_LIMIT`` of those, no more for that slot: a loop
+    that keeps outputs longer would keep capturing, and the buffers would sit beside them."""
     d = variant.deliver_forward
-    buffer = variant.region.outputs_of_slot(slot.index) if d is not None and warm else None
-    if buffer is None or not buffer.delivering:
+    banks = variant.region.outputs_of_slot(slot.index) if d is not None and warm else None
+    if banks is None or not banks.delivering:
         return None, -1
-    if not buffer.free_for_next():
-        if not buffer.delivering:
-            log.info("%s: the caller kept the outputs of slot %d past its next forward %d "
+    buffer = banks.next_free()
+    if buffer is None:
+        if not banks.delivering:
+            log.info("%s: the caller kept the outputs of slot %d past two of its forwards %d "
                      "times; they are copied out from now on", variant.name, slot.index,
-                     buffer.held)
-            buffer.free()
+                     banks.held)
+            banks.free()
         return None, -1
     alias = aliased(buffer, d.nbytes, variant.device, drop, lambda k: (
         k.direction is Direction.FORWARD and k.slot == slot.index))
@@ -171,11 +172,12 @@ def forward_buffer(variant: Any, slot: Slot, warm: bool, drop: Any) -> tuple[Any
 
 def aliased(buffer: Any, nbytes: int, device: Any, drop: Any, writes: Any) -> Any:
     """``buffer.alias(nbytes)``; where that moved the buffer, ``drop`` forgets the graphs that
-    wrote the old one: those ``writes(key)`` names that deliver into another generation."""
-    generation = buffer.generation
+    wrote the old one: those ``writes(key)`` names that deliver into its old generation
+    (generations are unique across buffers: a slot's other buffer keeps its graphs)."""
+    old = buffer.generation
     alias = buffer.alias(nbytes, device)
-    if buffer.generation != generation:
-        drop(lambda k: writes(k) and k.delivers not in (-1, buffer.generation))
+    if buffer.generation != old:
+        drop(lambda k: writes(k) and k.delivers == old)
     return alias
 
 

@@ -268,7 +268,7 @@ class GraphExecutor:
         if key.delivers == -1:
             return None
         if key.direction is Direction.FORWARD:
-            return self.region.outputs_of_slot(slot.index)
+            return self.region.outputs_of_slot(slot.index).holding(key.delivers)
         return self.region.outputs_for(key.params)
 
     def _failed(self, variant, slot, key, failed: CaptureFailed) -> None:

@@ -3,6 +3,7 @@ they copy the gradients they hand out."""
 
 from __future__ import annotations
 
+import itertools
 import weakref
 from typing import Any, Callable
 
@@ -50,10 +51,14 @@ class StagingBuffer:
 # it (passes/deliver.py) and copy them out instead.
 HELD_LIMIT = 2
 
+# Generations of every output buffer, unique across buffers: a capture key's ``delivers``
+# names one buffer's one allocation, so a slot's two buffers (``OutputBanks``) never share one.
+_generations = itertools.count(1)
+
 
 class OutputBuffer:
     """Device bytes where a region's backward replays copy the gradients they hand out (or a
-    slot's forwards their outputs: ``free_for_next``).
+    slot's forwards their outputs: ``OutputBanks``).
 
     Reused once nothing holds the last ones (a training loop drops them at
     ``zero_grad(set_to_none=True)``), so the ``.grad`` buffers autograd adopts keep their
@@ -70,24 +75,20 @@ class OutputBuffer:
         self._owner = None
 
     def alias(self, nbytes: int, device: torch.device):
-        if not self.free_for_next():  # retired: the caller keeps its views alive
+        if self.kept():  # retired: the caller keeps its views alive
+            self.held += 1
             self.tensor = None
         if self.tensor is None or self.tensor.numel() < nbytes or self.tensor.device != device:
             self.tensor = torch.empty(max(nbytes, 1), dtype=torch.uint8, device=device)
-            self.generation += 1
+            self.generation = next(_generations)
         alias = _torch.storage_alias(self.tensor.data_ptr(), device, max(nbytes, 1))
         self._owner = _torch.StorageWeakRef(alias)
         state.keep_while_viewed(self.tensor, self._owner)
         return alias
 
-    def free_for_next(self) -> bool:
-        """Whether the next results may go here without moving it: nothing holds the last
-        ones. A forward's outputs go elsewhere when something does (its plain graph copies them
-        out), counted in ``held`` as a retired buffer is."""
-        if self._owner is not None and not self._owner.expired():
-            self.held += 1
-            return False
-        return True
+    def kept(self) -> bool:
+        """Whether the caller still holds results last handed out from here."""
+        return self._owner is not None and not self._owner.expired()
 
     @property
     def delivering(self) -> bool:
@@ -96,6 +97,37 @@ class OutputBuffer:
 
     def free(self) -> None:
         self.tensor = None  # what the caller still views stays alive (state.viewed)
+
+
+class OutputBanks:
+    """A slot's output buffers for its forwards' outputs: two, used in turn. The common loop
+    ``out = model(x); ...; loss.backward()`` still holds the last output while the next forward
+    runs (``out`` is rebound only when it returns), so one buffer is always held there; the
+    other is free, and eager holds two outputs at that moment too. The second is allocated only
+    when the first is held; each is a capture of its own (the key's ``delivers``)."""
+
+    def __init__(self) -> None:
+        self.banks = (OutputBuffer(), OutputBuffer())
+        self.held = 0  # forwards that found both held (the plain graph copied their outputs)
+
+    def next_free(self) -> OutputBuffer | None:
+        """The first buffer the caller holds nothing of; None (counted) when it holds both."""
+        free = next((b for b in self.banks if not b.kept()), None)
+        if free is None:
+            self.held += 1
+        return free
+
+    def holding(self, generation: int) -> OutputBuffer | None:
+        """The buffer whose current allocation is ``generation``."""
+        return next((b for b in self.banks if b.generation == generation), None)
+
+    @property
+    def delivering(self) -> bool:
+        return self.held <= HELD_LIMIT
+
+    def free(self) -> None:
+        for b in self.banks:
+            b.free()
 
 
 def copy_staged(stage: tuple[tuple[int, torch.Tensor], ...], args: list[Any]) -> None:
