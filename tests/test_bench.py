@@ -154,6 +154,23 @@ def test_one_speed_case_on_cpu_reads_fxslots_figures():
     assert row["copied_bytes_per_forward"] == 0 and row["max_grad_err"] == 0.0
 
 
+def test_held_output_case_on_cpu_checks_gradients_and_prints_a_row():
+    import fxslots
+    import held_output
+
+    fxslots.reset()
+    try:
+        row = held_output.run_case("fxslots", "held", "heavy", 16, 2, 2, smoke=True)
+    finally:
+        fxslots.reset()
+    assert len(row["ms_per_step_reps"]) == 2 and row["max_grad_err"] == 0.0
+    assert row["copied_out_mib_per_step"] == 0 and row["captures_timed"] == 0
+    eager = dict(row, backend="eager", loop="held")
+    text = held_output.table([eager, dict(row, backend="fxslots", loop="held"),
+                              {"backend": "reduce-overhead", "loop": "held", "error": "boom"}])
+    assert "fxslots | held" in text and "1.000" in text and "boom" in text
+
+
 def test_rounds_rotate_each_groups_order_and_pool_the_repetitions():
     import bench_rounds
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from ... import _torch
+from ... import _torch, state
 from ..layout import Geometry, geometry_of, make_views, pack, view_runs
 
 _CPU = torch.device("cpu")
@@ -92,6 +92,7 @@ class Captured:
                 max(self.pool_nbytes, 1), dtype=torch.uint8, device=device).untyped_storage())
             copies = make_views(storage, device, None, runs)
             _torch.foreach_copy_(copies, [self.outs[j].value for j in pool])
+            state.counters["pool_bytes_copied_out"] += self.pool_nbytes
             for j, c in zip(pool, copies, strict=True):
                 result[j] = c
         for kind, alias, where in ((OutKind.SLOT, aliases[0], device),
