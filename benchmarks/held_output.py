@@ -29,8 +29,8 @@ LOOPS = ("dropped", "held")
 def run_case(backend: str, loop: str, model: str, seq: int, reps: int, steps: int,
              smoke: bool = False) -> dict:
     from bench_plan import MODELS, SMOKE_MODELS
-    from bench_work import (Memory, Workload, compile_case, fxslots_counter, grad_error,
-                            mark_for, spread, timed_reps, with_zero_grad)
+    from bench_work import (Memory, Workload, compile_case, error_text, fxslots_counter,
+                            grad_error, mark_for, spread, timed_reps, with_zero_grad)
 
     work = Workload((SMOKE_MODELS if smoke else MODELS)[model], "cpu" if smoke else "cuda",
                     seqs=(seq,))
@@ -45,7 +45,13 @@ def run_case(backend: str, loop: str, model: str, seq: int, reps: int, steps: in
         else:
             work.loss(g, seq).backward()
 
-    err = grad_error(work, f, step)
+    try:  # reduce-overhead's .grad over two steps is a graph output the second overwrites
+        err = grad_error(work, f, step)
+    except RuntimeError as e:
+        err, grad_failure = float("nan"), error_text(e)
+    else:
+        grad_failure = None
+    work.model.zero_grad(set_to_none=True)
     run = with_zero_grad(step, work.model, "sequential")
     for k in range(3):
         run(f, k)
@@ -53,7 +59,7 @@ def run_case(backend: str, loop: str, model: str, seq: int, reps: int, steps: in
     captures, copied = fxslots_counter("captures"), fxslots_counter("pool_bytes_copied_out")
     row = spread(timed_reps(run, f, work.device, reps, steps), "ms_per_step")
     row.update(peak_gib=mem.peak_gib() or 0.0, reserved_gib=mem.reserved_gib() or 0.0,
-               max_grad_err=err,
+               max_grad_err=err, grad_check_failed=grad_failure,
                captures_timed=fxslots_counter("captures") - captures,
                copied_out_mib_per_step=(fxslots_counter("pool_bytes_copied_out") - copied)
                / (reps * steps) / 2**20)
@@ -75,7 +81,8 @@ def table(rows: list[dict]) -> str:
             f"{r['ms_per_step']:.2f} [{r['ms_per_step_min']:.2f}-{r['ms_per_step_max']:.2f}]",
             f"{ratio:.3f}", f"{r['peak_gib']:.3f}", f"{r['reserved_gib']:.3f}",
             f"{r['copied_out_mib_per_step']:.1f}", str(r["captures_timed"]),
-            f"{r['max_grad_err']:.1e}")))
+            f"{r['max_grad_err']:.1e}" if r.get("grad_check_failed") is None
+            else "failed: " + r["grad_check_failed"][:60])))
     return "\n".join(lines)
 
 
