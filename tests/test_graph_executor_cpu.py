@@ -267,6 +267,29 @@ def test_saved_tensor_hooks_see_real_views(stand_in_graphs):
     assert recipes == [None] * 5
 
 
+@pytest.mark.parametrize("slots", [1, 2])
+def test_a_pack_hook_that_copies_saved_tensors_backs_its_own_copies(stand_in_graphs, slots):
+    """A pack hook that hands autograd copies (``t.clone()``): the forward's views die with it,
+    its slot is free for the next forward at once, and the backward reads the copies where it
+    got them (no slot holds them), uncaptured. Three microbatches in flight with one or two
+    slots, gradients accumulated over steps, bitwise aot_eager's."""
+    torch.manual_seed(0)
+    ours, ref = MLP(), MLP()
+    ref.load_state_dict(ours.state_dict())
+    f = torch.compile(ours, backend="fxslots", options={"slots": slots})
+    f_ref = torch.compile(ref, backend="aot_eager")
+    for step in range(4):
+        xs = [torch.randn(4, 16) for _ in range(3)]
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: t.clone(), lambda t: t):
+            losses = [[fn(x).square().sum() for x in xs] for fn in (f, f_ref)]
+        for a, b in zip(*losses, strict=True):
+            assert torch.equal(a, b), step
+            a.backward()
+            b.backward()
+        for p, q in zip(ours.parameters(), ref.parameters(), strict=True):
+            assert torch.equal(p.grad, q.grad), step
+
+
 def test_a_backward_that_cannot_replay_after_a_token_forward_rebuilds_the_views(
         stand_in_graphs):
     """A forward replayed with tokens, then a parameter given new memory before its backward:

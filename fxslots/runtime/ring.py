@@ -82,6 +82,12 @@ class Slot:
                 f"fxslots debug: replaying into slot {self.index}, which no live microbatch "
                 f"holds (last holder: microbatch {self.microbatch} of {self.variant})")
 
+    def contains(self, t: torch.Tensor) -> bool:
+        """Whether ``t``'s bytes start inside one of the arenas."""
+        ptr = t.untyped_storage().data_ptr()
+        return any(a is not None and a.data_ptr() <= ptr < a.data_ptr() + a.numel()
+                   for a in (self.arena, self.host_arena))
+
     def owns(self, t: torch.Tensor) -> bool:
         return self.holds(_torch.storage_cdata(t))
 
@@ -217,12 +223,17 @@ class SlotRing:
         for w in live:
             w()(slot.index)
 
-    def find(self, saved: torch.Tensor) -> Slot:
-        """The slot whose current forward produced ``saved``."""
+    def find(self, saved: torch.Tensor) -> Slot | None:
+        """The slot whose current forward produced ``saved``; None where ``saved`` lies in no
+        slot's arena: a saved-tensor hook handed autograd a copy of its own (a pack hook that
+        clones, ``save_on_cpu`` on CUDA), so the backward reads that copy, not a slot (whose
+        forward let it go when its views died)."""
         cdata = _torch.storage_cdata(saved)
         for s in self.slots:
             if s.holds(cdata):
                 return s
+        if not any(s.contains(saved) for s in self.slots):
+            return None
         raise FxslotsError(
             f"fxslots: a backward of {self.name} got saved tensors from no pending slot; their "
             f"slot was reused, which should be impossible. Please report this with FXSLOTS_DEBUG=1")

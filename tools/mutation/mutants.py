@@ -328,6 +328,12 @@ MUTANTS: tuple[Mutant, ...] = (
            "a moved output buffer drops the graphs that wrote it, not those of the slot's other",
            "cpu", ("tests/test_deliver_forward.py::"
                    "test_the_output_held_until_the_next_forward_returns_alternates_two_buffers",)),
+    Mutant("hook-copies-crash-the-backward", RING,
+           "        if not any(s.contains(saved) for s in self.slots):\n            return None\n",
+           "",
+           "a backward whose saved tensors a pack hook copied reads the copies, not a slot",
+           "cpu", ("tests/test_graph_executor_cpu.py::"
+                   "test_a_pack_hook_that_copies_saved_tensors_backs_its_own_copies[1]",)),
     Mutant("captures-keyed-without-parameters", EXECUTOR,
            "                         delivers=generation, params=slot.params)",
            "                         delivers=generation, params=0)",
