@@ -56,7 +56,7 @@ def prepare(model: Any, examples: Sequence[Any], *, slots: int = 1,
     compiles, captures, t0 = state.counters["compiles"], state.counters["captures"], \
         time.perf_counter()
     module = _module_of(model)
-    with _restored(module), _preparing():
+    with restored(module), _preparing():
         _run_passes(model, module, calls, slots, in_flight)
     if any(a.is_cuda for args in calls for a in args if isinstance(a, torch.Tensor)):
         torch.cuda.synchronize()
@@ -119,7 +119,7 @@ def _module_of(model: Any) -> torch.nn.Module | None:
 
 
 @contextlib.contextmanager
-def _restored(module: torch.nn.Module | None) -> Iterator[None]:
+def restored(module: torch.nn.Module | None) -> Iterator[None]:
     """Gradients, buffers and RNG states as they were before the block."""
     params = list(module.parameters()) if module is not None else []
     grads = [p.grad for p in params]

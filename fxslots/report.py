@@ -10,6 +10,7 @@ from typing import Any, Iterator
 import torch
 
 from . import state
+from .prepare import restored
 from .printing import format_arena_grads, format_graph, format_plan
 from .schemas import ArenaPlan, SavedSet
 
@@ -114,11 +115,14 @@ def explain(model: torch.nn.Module, *args: Any, dynamic: bool | None = None,
             **options: Any) -> Report:
     """Compile ``model`` with fxslots, run one forward and backward on ``args``, and report.
 
-    Resets Dynamo's caches first, so the model is compiled afresh even if it ran before.
+    Resets Dynamo's caches first, so the model is compiled afresh even if it ran before. The
+    model's gradients, buffers (BatchNorm's running statistics) and the random number
+    generators are put back after the run, as ``fxslots.prepare`` does.
     """
     torch.compiler.reset()
     compiled = torch.compile(model, backend="fxslots", options=options, dynamic=dynamic)
-    with recording() as rec:
+    module = model if isinstance(model, torch.nn.Module) else None
+    with recording() as rec, restored(module):
         out = compiled(*args)
         outs = [o for o in _flatten(out) if isinstance(o, torch.Tensor) and o.requires_grad]
         if outs:

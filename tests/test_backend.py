@@ -107,6 +107,23 @@ def test_explain_report_has_graphs_plan_and_totals():
         assert part in text
 
 
+def test_explain_leaves_gradients_buffers_and_random_state_as_they_were():
+    """explain() runs a real forward and backward on the user's model: its .grad, BatchNorm's
+    running statistics and the random generators come back as they were."""
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.BatchNorm1d(16),
+                            torch.nn.Dropout(0.5))
+    m[0].weight.grad = torch.ones_like(m[0].weight)
+    before = {k: v.clone() for k, v in m.state_dict().items()}
+    x = torch.randn(4, 16)
+    rng = torch.get_rng_state()
+    assert "----- plan -----" in str(fxslots.explain(m, x))
+    assert torch.equal(m[0].weight.grad, torch.ones_like(m[0].weight))
+    assert m[0].bias.grad is None
+    assert all(torch.equal(v, before[k]) for k, v in m.state_dict().items())
+    assert torch.equal(torch.get_rng_state(), rng)
+
+
 def test_inference_graphs_run_without_slots():
     m = torch.compile(MLP(), backend="fxslots", options={"slots": 1})
     with torch.no_grad():
