@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import weakref
 from typing import Any
 
@@ -12,6 +13,32 @@ import torch._dynamo.compiled_autograd as _compiled_autograd
 def keep_graph() -> bool:
     """True inside a backward called with retain_graph=True: saved tensors stay readable."""
     return bool(torch._C._autograd._get_current_graph_task_keep_graph())
+
+
+def calling_node() -> Any:
+    """A weak reference to the autograd node of the AOTAutograd call this forward runs in (its
+    ``CompiledFunction``'s ctx, the grad_fn its outputs get), or None where no frame above
+    holds one (a torch whose wrapper differs, a call from elsewhere)."""
+    f = sys._getframe(1)
+    for _ in range(16):
+        if f is None:
+            return None
+        if f.f_code.co_name == "forward":
+            ctx = f.f_locals.get("ctx")
+            if isinstance(ctx, torch.autograd.function.BackwardCFunction):
+                return weakref.ref(ctx)
+        f = f.f_back
+    return None
+
+
+def graph_task() -> int:
+    """The id of the backward pass running now (the engine's graph task)."""
+    return torch._C._current_graph_task_id()
+
+
+def runs_in_this_backward(node: Any) -> bool:
+    """Whether the backward pass running now executes ``node`` (or already has)."""
+    return bool(torch._C._will_engine_execute_node(node))
 
 
 def saved_tensors_watched() -> bool:

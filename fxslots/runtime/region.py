@@ -39,6 +39,9 @@ class Region:
     # Seen at a forward: gradients a backward handed out were still held (a loop that
     # accumulates them, a pipeline schedule), or had been dropped (zero_grad before it).
     grads_kept: bool = False
+    # The backward pass (graph task) in which autograd adds these parameters' gradients: two of
+    # its backwards feed them (Variant._alone_in_backward)
+    autograd_task: int = -1
     grads_dropped: bool = False
     _grads: Any = None  # weak reference to the storage of a gradient watch_grads saw
     _recaptures: Counter = field(default_factory=Counter)  # by capture key

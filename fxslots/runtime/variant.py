@@ -156,6 +156,7 @@ class Variant:
         slot.params = args[self.anchor_index].data_ptr() if self.anchor_index is not None else 0
         if self.accumulate is not None:  # weakly: a dropped microbatch must not keep a model
             self._params[slot.index] = tuple(weakref.ref(args[i]) for i in self.accumulate.indices)
+            slot.node = _torch.calling_node()
             if not self._noted:
                 self._note_accumulator(args)
         try:
@@ -178,6 +179,24 @@ class Variant:
         finally:
             if slot is not None and not _torch.keep_graph():
                 self.ring.release(slot)
+
+    def _alone_in_backward(self, slot: Slot) -> bool:
+        """Whether this backward is the only one of this backward pass to feed its parameters
+        (no other pending forward of theirs runs in it: ``f(f(x))``, a sum of microbatches'
+        losses). Autograd sums all contributions to a .grad before it adds them; in-graph adds
+        of two backwards would round differently. The pass's first backward decides for all
+        of it; a forward whose node was not found counts as running in it."""
+        task = _torch.graph_task()
+        if self.region.autograd_task == task:
+            return False
+        for s in self.ring.slots:
+            if s is slot or not s.pending() or s.params != slot.params:
+                continue
+            node = s.node() if s.node is not None else None
+            if node is None or _torch.runs_in_this_backward(node):
+                self.region.autograd_task = task
+                return False
+        return True
 
     def _note_accumulator(self, args: list[Any]) -> None:
         """Record that this region's backward may add into these parameters' ``.grad`` (once
@@ -214,7 +233,8 @@ class Variant:
         region feeds one too, or this backward records a graph (create_graph=True)."""
         if self.accumulate is None or slot is None or torch.is_grad_enabled():
             return None
-        if self._feeds_a_shared_parameter(self._params.get(slot.index, ())):
+        if (self._feeds_a_shared_parameter(self._params.get(slot.index, ()))
+                or not self._alone_in_backward(slot)):
             return None
         grads = _torch.accumulating_grads([ref() for ref in self._params.get(slot.index, ())],
                                           self._checked)

@@ -334,6 +334,18 @@ MUTANTS: tuple[Mutant, ...] = (
            "a backward whose saved tensors a pack hook copied reads the copies, not a slot",
            "cpu", ("tests/test_graph_executor_cpu.py::"
                    "test_a_pack_hook_that_copies_saved_tensors_backs_its_own_copies[1]",)),
+    Mutant("one-pass-adds-in-each-backward", VARIANT,
+           "            if node is None or _torch.runs_in_this_backward(node):",
+           "            if node is None:",
+           "two backwards of one backward pass feeding the same .grad leave the add to autograd",
+           "cpu", ("tests/test_accumulate.py::"
+                   "test_two_backwards_of_one_pass_leave_accumulation_to_autograd[nested]",)),
+    Mutant("pass-decision-forgotten", VARIANT,
+           "        if self.region.autograd_task == task:\n            return False\n",
+           "",
+           "the first backward of a pass decides for all of it: the last one finds no other "
+           "pending", "cpu", ("tests/test_accumulate.py::"
+                              "test_two_backwards_of_one_pass_leave_accumulation_to_autograd[summed]",)),
     Mutant("captures-keyed-without-parameters", EXECUTOR,
            "                         delivers=generation, params=slot.params)",
            "                         delivers=generation, params=0)",
@@ -438,8 +450,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "a parameter with a hook gets its gradient through autograd, where the hook sees it",
            "cpu", ("tests/test_accumulate.py::test_hooks_take_the_plain_backward",)),
     Mutant("shared-parameter-accumulated-in-graph", VARIANT,
-           "        if self._feeds_a_shared_parameter(self._params.get(slot.index, ())):",
-           "        if False:",
+           "        if (self._feeds_a_shared_parameter(self._params.get(slot.index, ()))\n",
+           "        if (False\n",
            "a parameter two regions feed is accumulated by autograd (sum, then one add)", "cpu",
            ("tests/test_accumulate.py::"
             "test_a_parameter_two_regions_feed_is_accumulated_by_autograd",)),
