@@ -174,7 +174,9 @@ class SlotRing:
                 f"fxslots: a forward of {self.name} ({variant}) needs a slot, but all "
                 f"{len(self.slots)} are pending a backward ({held}). Run a backward first, or "
                 f"raise the option 'slots' (now {self.options.slots}) to the number of "
-                f"microbatches your schedule keeps in flight")
+                f"microbatches your schedule keeps in flight. A forward holds its slot while "
+                f"anything of its autograd graph lives: an output kept without a backward (an "
+                f"evaluation step outside torch.no_grad()), a result of create_graph=True")
         return _best_fit(free, nbytes, host_nbytes)
 
     def _evict(self, slot: Slot) -> None:
