@@ -344,6 +344,35 @@ def test_no_grad_and_inference_mode_between_captured_microbatches():
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("hooks", ["save_on_cpu", "clone"])
+def test_saved_tensor_hooks_that_hand_back_copies_on_cuda(hooks):
+    """save_on_cpu on CUDA unpacks each saved tensor into new device memory, a cloning hook
+    packs a copy: either way the backward reads copies no slot holds (``SlotRing.find``), and
+    the forward's slot is free for the next one at once. Three in flight on two slots, with
+    replays between, gradients accumulated: eager's."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh()).cuda()
+    eager = copy.deepcopy(model)
+    c = torch.compile(model, backend="fxslots", options={"slots": 2}, dynamic=False)
+    ctx = (torch.autograd.graph.save_on_cpu if hooks == "save_on_cpu" else
+           lambda: torch.autograd.graph.saved_tensors_hooks(lambda t: t.clone(), lambda t: t))
+    for step in range(6):
+        xs = [torch.randn(8, 64, device="cuda") for _ in range(3)]
+        if step % 2:  # plain steps between: replays of the captured graphs
+            for x in xs[:2]:
+                _step(c, x)
+                _step(eager, x)
+            continue
+        with ctx():
+            outs = [c(x) for x in xs]
+        for o, x in zip(outs, xs, strict=True):
+            o.sum().backward()
+            _step(eager, x)
+    assert_close_grads(model, eager)
+    assert fxslots.counters["captures"] > 0
+
+
+@pytest.mark.cuda
 def test_zero_size_and_non_contiguous_inputs_captured():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 8), nn.Tanh()).cuda()
