@@ -310,12 +310,13 @@ MUTANTS: tuple[Mutant, ...] = (
            "only saved outputs go to autograd as arena tokens: a delivered output is a view",
            "cpu", ("tests/test_deliver_forward.py::"
                    "test_captured_forward_delivers_its_outputs_bitwise",)),
-    Mutant("gradient-buffer-move-drops-forwards", DELIVERY,
-           "                k.direction is Direction.BACKWARD and k.params == slot.params))",
-           "                k.params == slot.params))",
-           "a moved gradient buffer drops the backwards that wrote it, not the forwards",
-           "cpu", ("tests/test_deliver_forward.py::"
-                   "test_a_moved_gradient_buffer_leaves_the_forward_graphs",)),
+    Mutant("generations-per-buffer", STAGING,
+           "            self.generation = next(_generations)",
+           "            self.generation += 1",
+           "output buffer generations are unique across buffers: a moved gradient buffer drops "
+           "the backwards that wrote it, not the forwards", "cpu",
+           ("tests/test_deliver_forward.py::"
+            "test_a_moved_gradient_buffer_leaves_the_forward_graphs",)),
     Mutant("one-output-buffer-per-slot", STAGING,
            "        free = next((b for b in self.banks if not b.kept()), None)",
            "        free = None if self.banks[0].kept() else self.banks[0]",
@@ -323,8 +324,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "buffer", "cpu", ("tests/test_deliver_forward.py::"
                              "test_the_output_held_until_the_next_forward_returns_alternates_two_buffers",)),
     Mutant("moved-buffer-drops-the-other-bank", DELIVERY,
-           "        drop(lambda k: writes(k) and k.delivers == old)",
-           "        drop(lambda k: writes(k) and k.delivers not in (-1, buffer.generation))",
+           "        drop(lambda k: k.delivers == old)",
+           "        drop(lambda k: k.direction.value == \"forward\" and k.delivers not in (-1, buffer.generation))",
            "a moved output buffer drops the graphs that wrote it, not those of the slot's other",
            "cpu", ("tests/test_deliver_forward.py::"
                    "test_the_output_held_until_the_next_forward_returns_alternates_two_buffers",)),

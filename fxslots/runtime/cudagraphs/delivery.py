@@ -15,7 +15,7 @@ import torch
 from ... import _torch, state
 from ..layout import make_views, pack, view_runs
 from ..ring import Slot
-from ..variant import BORROWS, IN_ARENA, Direction
+from ..variant import BORROWS, IN_ARENA
 from .staging import compact_grads, fresh_views
 
 log = logging.getLogger(__name__)
@@ -111,8 +111,7 @@ class Deliveries:
             nbytes, runs = placed.buffer_nbytes, placed.buffer_runs
         buffer = None
         if nbytes or placed is None:
-            buffer = aliased(outputs, nbytes, variant.device, drop, lambda k: (
-                k.direction is Direction.BACKWARD and k.params == slot.params))
+            buffer = aliased(outputs, nbytes, variant.device, drop)
         if placed is None:
             return Target(buffer, None, outputs.generation, runs)
         arena = _torch.storage_alias(slot.arena.data_ptr(), variant.device, slot.nbytes)
@@ -165,19 +164,19 @@ def forward_buffer(variant: Any, slot: Slot, warm: bool, drop: Any) -> tuple[Any
                      banks.held)
             banks.free()
         return None, -1
-    alias = aliased(buffer, d.nbytes, variant.device, drop, lambda k: (
-        k.direction is Direction.FORWARD and k.slot == slot.index))
+    alias = aliased(buffer, d.nbytes, variant.device, drop)
     return alias, buffer.generation
 
 
-def aliased(buffer: Any, nbytes: int, device: Any, drop: Any, writes: Any) -> Any:
+def aliased(buffer: Any, nbytes: int, device: Any, drop: Any) -> Any:
     """``buffer.alias(nbytes)``; where that moved the buffer, ``drop`` forgets the graphs that
-    wrote the old one: those ``writes(key)`` names that deliver into its old generation
-    (generations are unique across buffers: a slot's other buffer keeps its graphs)."""
+    deliver into its old generation. Generations are unique across buffers
+    (``staging._generations``): no graph that writes another buffer (the other of a slot's
+    two, a forward's beside a backward's) is dropped."""
     old = buffer.generation
     alias = buffer.alias(nbytes, device)
     if buffer.generation != old:
-        drop(lambda k: writes(k) and k.delivers == old)
+        drop(lambda k: k.delivers == old)
     return alias
 
 
