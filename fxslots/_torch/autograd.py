@@ -25,7 +25,8 @@ def calling_node() -> Any:
             return None
         if f.f_code.co_name == "forward":
             ctx = f.f_locals.get("ctx")
-            if isinstance(ctx, torch.autograd.function.BackwardCFunction):
+            if (isinstance(ctx, torch.autograd.function.BackwardCFunction)
+                    and type(ctx).__name__ == "CompiledFunctionBackward"):
                 return weakref.ref(ctx)
         f = f.f_back
     return None
@@ -37,8 +38,12 @@ def graph_task() -> int:
 
 
 def runs_in_this_backward(node: Any) -> bool:
-    """Whether the backward pass running now executes ``node`` (or already has)."""
-    return bool(torch._C._will_engine_execute_node(node))
+    """Whether the backward pass running now executes ``node`` (or already has); True where
+    the engine cannot tell (no pass of its own runs: compiled autograd's trace)."""
+    try:
+        return bool(torch._C._will_engine_execute_node(node))
+    except RuntimeError:
+        return True
 
 
 def saved_tensors_watched() -> bool:
