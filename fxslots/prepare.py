@@ -72,17 +72,14 @@ def _run_passes(model: Any, module: torch.nn.Module | None, calls: list, slots: 
                 in_flight: bool) -> None:
     """Twice (compile and warm up, then capture), every backward graph a slot can run: the
     one that returns gradients (no ``.grad`` yet) and the one that adds into ``.grad``."""
-    def one_pass(held: bool = False) -> None:
+    def one_pass() -> None:
         groups = [calls] if in_flight else [[args] * slots for args in calls]
         for group in groups:
             for first in range(len(group)):
-                kept = _in_flight(model, module, group, first)
-                if held:  # a loop holds each output until the next forward has returned:
-                    _in_flight(model, module, group, first)  # the slots' second buffers
-                del kept
+                _in_flight(model, module, group, first)
 
-    one_pass()
-    one_pass(held=True)
+    for _ in range(2):
+        one_pass()
     # A loop that drops gradients before each forward gets backwards that write them into
     # the arena (fxslots.overlay); which loop comes is not known yet: capture those too.
     # (A model that is no Module cannot have its gradients dropped between passes.)
@@ -91,12 +88,11 @@ def _run_passes(model: Any, module: torch.nn.Module | None, calls: list, slots: 
             one_pass()
 
 
-def _in_flight(model: Any, module: torch.nn.Module | None, group: list, first: int) -> list:
+def _in_flight(model: Any, module: torch.nn.Module | None, group: list, first: int) -> None:
     """Every forward of ``group`` (argument tuples, in flight together) in order, then the
     backwards, ``first``'s first: it returns its gradients (no ``.grad`` yet), the others add
     into them. The forwards alone decide which slot each takes; the backwards' order moves
-    nothing, so rotating ``first`` gives every slot both backward graphs. Returns the
-    outputs (their graphs are gone)."""
+    nothing, so rotating ``first`` gives every slot both backward graphs."""
     if module is not None:
         module.zero_grad(set_to_none=True)
     outs = [model(*args) for args in group]
@@ -105,7 +101,6 @@ def _in_flight(model: Any, module: torch.nn.Module | None, group: list, first: i
         leaves = [o for o in _tensors(out) if o.requires_grad]
         if leaves:
             torch.autograd.backward([o.float().sum() for o in leaves])
-    return outs
 
 
 def _tensors(x: Any) -> list[torch.Tensor]:

@@ -217,24 +217,6 @@ def test_the_output_held_until_the_next_forward_returns_alternates_two_buffers(
     assert fxslots.counters["captures"] - before == 3  # the backward, a forward per buffer
 
 
-def test_prepare_captures_both_output_buffers(stand_in_graphs, every_output):  # noqa: F811
-    """``fxslots.prepare`` captures each slot's forward for both output buffers: a loop that
-    holds its output until the next forward returns then captures nothing in training."""
-    torch.manual_seed(0)
-    m = MLP(16, 32, 3)
-    c = torch.compile(m, backend="fxslots", options={"slots": 1})
-    fxslots.prepare(c, [torch.randn(4, 16)])
-    before = fxslots.counters["captures"]
-    (banks,) = fxslots.regions()[0].forward_outputs.values()
-    assert all(b.tensor is not None for b in banks.banks)
-    out = None
-    for _ in range(4):
-        out = c(torch.randn(4, 16))
-        out.sum().backward()
-        m.zero_grad(set_to_none=True)
-    assert fxslots.counters["captures"] == before
-
-
 def test_a_moved_gradient_buffer_leaves_the_forward_graphs(stand_in_graphs,  # noqa: F811
                                                            every_output, monkeypatch):
     """A loop that keeps its gradients moves the region's gradient buffer at each backward

@@ -347,11 +347,6 @@ MUTANTS: tuple[Mutant, ...] = (
            "the first backward of a pass decides for all of it: the last one finds no other "
            "pending", "cpu", ("tests/test_accumulate.py::"
                               "test_two_backwards_of_one_pass_leave_accumulation_to_autograd[summed]",)),
-    Mutant("prepare-misses-the-second-output-buffer", "fxslots/prepare.py",
-           "                    _in_flight(model, module, group, first)  # the slots' second buffers",
-           "                    pass",
-           "prepare captures each slot's forward for both of its output buffers", "cpu",
-           ("tests/test_deliver_forward.py::test_prepare_captures_both_output_buffers",)),
     Mutant("captures-keyed-without-parameters", EXECUTOR,
            "                         delivers=generation, params=slot.params)",
            "                         delivers=generation, params=0)",
