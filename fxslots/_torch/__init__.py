@@ -32,7 +32,7 @@ __all__ = [
     "current_frame_id",
     "frame_compiles", "declares_ranges",
     "end_allocate_to_pool",
-    "keep_graph", "calling_node", "graph_task", "runs_in_this_backward",
+    "keep_graph", "calling_node", "current_node", "runs_in_this_backward",
     "symbol_guards",
     "guard_at_most",
     "recompile_limit",
@@ -281,7 +281,7 @@ def declare_no_donated_buffers() -> None:
 
 
 from .autograd import (  # noqa: E402
-    CheckedGrads, accumulating_grads, calling_node, graph_task, keep_graph,
+    CheckedGrads, accumulating_grads, calling_node, current_node, keep_graph,
     running_accumulators, runs_in_this_backward, saved_tensors_watched,
 )
 from .compiling import is_dynamo_signal, real_tensors  # noqa: E402

@@ -32,9 +32,9 @@ def calling_node() -> Any:
     return None
 
 
-def graph_task() -> int:
-    """The id of the backward pass running now (the engine's graph task)."""
-    return torch._C._current_graph_task_id()
+def current_node() -> Any:
+    """The autograd node the engine is running now (this backward's own)."""
+    return torch._C._current_autograd_node()
 
 
 def runs_in_this_backward(node: Any) -> bool:

@@ -39,9 +39,10 @@ class Region:
     # Seen at a forward: gradients a backward handed out were still held (a loop that
     # accumulates them, a pipeline schedule), or had been dropped (zero_grad before it).
     grads_kept: bool = False
-    # The backward pass (graph task) in which autograd adds these parameters' gradients: two of
-    # its backwards feed them (Variant._alone_in_backward)
-    autograd_task: int = -1
+    # The autograd node of each forward that may add into .grad, weakly, with its parameter set
+    # (ring.Slot.params): which of them one backward pass runs (Variant._alone_in_backward).
+    forward_nodes: weakref.WeakKeyDictionary = field(default_factory=weakref.WeakKeyDictionary)
+    nodes_unknown: bool = False  # a forward's node was not found: every backward leaves it
     grads_dropped: bool = False
     _grads: Any = None  # weak reference to the storage of a gradient watch_grads saw
     _recaptures: Counter = field(default_factory=Counter)  # by capture key

@@ -49,7 +49,6 @@ class Slot:
     # saved outputs' (index, kind, geometry), for a backward that must rebuild the views.
     saved_outs: Any = None
     watched: bool = False  # saved-tensor hooks saw that forward's saved tensors
-    node: Any = None  # weak reference to that forward's autograd node (_torch.calling_node)
     # Gradients its last backward wrote into saved bytes it had finished reading (fxslots
     # .overlay): the weak reference of the alias they are handed out through, and their bytes.
     lent: Any = None

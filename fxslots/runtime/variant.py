@@ -7,6 +7,7 @@ both to its executor, which runs (or replays) the graph. Executors never reach b
 from __future__ import annotations
 
 import enum
+import logging
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
@@ -18,6 +19,8 @@ from ..schemas import ArenaPlan
 from .layout import SymbolBinder, ViewLayout, layout_of, slot_views
 from .region import Region
 from .ring import Slot, SlotRing
+
+log = logging.getLogger(__name__)
 
 
 class Direction(str, enum.Enum):
@@ -156,7 +159,7 @@ class Variant:
         slot.params = args[self.anchor_index].data_ptr() if self.anchor_index is not None else 0
         if self.accumulate is not None:  # weakly: a dropped microbatch must not keep a model
             self._params[slot.index] = tuple(weakref.ref(args[i]) for i in self.accumulate.indices)
-            slot.node = _torch.calling_node()
+            self._note_node(slot.params)
             if not self._noted:
                 self._note_accumulator(args)
         try:
@@ -180,23 +183,28 @@ class Variant:
             if slot is not None and not _torch.keep_graph():
                 self.ring.release(slot)
 
+    def _note_node(self, params: int) -> None:
+        node = _torch.calling_node()
+        if node is not None:
+            self.region.forward_nodes[node()] = params
+        elif not self.region.nodes_unknown:
+            self.region.nodes_unknown = True
+            log.info("%s: a forward's autograd node was not found in its calling frames; its "
+                     "backwards leave adding into .grad to autograd", self.name)
+
     def _alone_in_backward(self, slot: Slot) -> bool:
         """Whether this backward is the only one of this backward pass to feed its parameters
-        (no other pending forward of theirs runs in it: ``f(f(x))``, a sum of microbatches'
-        losses). Autograd sums all contributions to a .grad before it adds them; in-graph adds
-        of two backwards would round differently. The pass's first backward decides for all
-        of it; a forward whose node was not found counts as running in it."""
-        task = _torch.graph_task()
-        if self.region.autograd_task == task:
+        (no other forward of theirs runs in it: ``f(f(x))``, a sum of microbatches' losses,
+        whether their slots are pending or a saved-tensor hook let them go). Autograd sums all
+        contributions to a .grad before it adds them; in-graph adds of two backwards would
+        round differently. Every backward of the pass sees the same nodes (one that already
+        ran still counts), so all of them decide alike."""
+        if self.region.nodes_unknown:
             return False
-        for s in self.ring.slots:
-            if s is slot or not s.pending() or s.params != slot.params:
-                continue
-            node = s.node() if s.node is not None else None
-            if node is None or _torch.runs_in_this_backward(node):
-                self.region.autograd_task = task
-                return False
-        return True
+        me = _torch.current_node()
+        return not any(params == slot.params and node is not me
+                       and _torch.runs_in_this_backward(node)
+                       for node, params in list(self.region.forward_nodes.items()))
 
     def _note_accumulator(self, args: list[Any]) -> None:
         """Record that this region's backward may add into these parameters' ``.grad`` (once

@@ -336,17 +336,17 @@ MUTANTS: tuple[Mutant, ...] = (
            "cpu", ("tests/test_graph_executor_cpu.py::"
                    "test_a_pack_hook_that_copies_saved_tensors_backs_its_own_copies[1]",)),
     Mutant("one-pass-adds-in-each-backward", VARIANT,
-           "            if node is None or _torch.runs_in_this_backward(node):",
-           "            if node is None:",
+           "                       and _torch.runs_in_this_backward(node)\n",
+           "                       and False\n",
            "two backwards of one backward pass feeding the same .grad leave the add to autograd",
            "cpu", ("tests/test_accumulate.py::"
                    "test_two_backwards_of_one_pass_leave_accumulation_to_autograd[nested]",)),
-    Mutant("pass-decision-forgotten", VARIANT,
-           "        if self.region.autograd_task == task:\n            return False\n",
-           "",
-           "the first backward of a pass decides for all of it: the last one finds no other "
-           "pending", "cpu", ("tests/test_accumulate.py::"
-                              "test_two_backwards_of_one_pass_leave_accumulation_to_autograd[summed]",)),
+    Mutant("own-node-counted", VARIANT,
+           "        return not any(params == slot.params and node is not me\n",
+           "        return not any(params == slot.params\n",
+           "a backward does not count its own forward as another one of its pass", "cpu",
+           ("tests/test_accumulate.py::"
+            "test_two_backwards_of_one_pass_leave_accumulation_to_autograd[summed]",)),
     Mutant("captures-keyed-without-parameters", EXECUTOR,
            "                         delivers=generation, params=slot.params)",
            "                         delivers=generation, params=0)",
