@@ -48,7 +48,8 @@ class StagingBuffer:
 
 # After this many times the caller still held the gradients of one backward when the next
 # came (each a new buffer, and a capture), a region's backwards stop delivering gradients into
-# it (passes/deliver.py) and copy them out instead.
+# it (passes/deliver.py) and copy them out instead; after this many forwards that found both of
+# their slot's output buffers held (``OutputBanks``), that slot's forwards copy theirs out.
 HELD_LIMIT = 2
 
 # Generations of every output buffer, unique across buffers: a capture key's ``delivers``
@@ -71,7 +72,8 @@ class OutputBuffer:
     def __init__(self) -> None:
         self.tensor: torch.Tensor | None = None
         self.generation = 0  # a new tensor, at a new address: graphs that write it are stale
-        self.held = 0  # how often one was retired because the caller still held it
+        self.held = 0  # how often one was retired because the caller still held it (a
+        # backward's; a forward's buffers count in their OutputBanks)
         self._owner = None
 
     def alias(self, nbytes: int, device: torch.device):
