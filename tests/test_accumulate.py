@@ -212,6 +212,30 @@ def test_two_backwards_of_one_pass_leave_accumulation_to_autograd(how):
     assert sum(n for n, in calls) == 2
 
 
+def test_a_graph_that_ran_with_other_parameters_notes_the_new_ones():
+    """Dynamo passes parameters as graph inputs, so one compiled graph serves a new module of
+    the same class. A variant noted its parameters once, at its first forward: a module trained
+    after another (here beside a second region feeding the same parameters) was never noted,
+    both regions added in their graphs, and gradients were an ulp off (the user-scenario
+    hunt). Bitwise eager's."""
+    torch.manual_seed(0)
+    for _ in range(2):  # an earlier model, compiled and trained, then dropped
+        old = MLP()
+        f_old = torch.compile(old, backend="fxslots", options={"slots": 2})
+        for _ in range(2):
+            f_old(f_old(torch.randn(4, 16))).sum().backward()
+    m = MLP()
+    e = copy.deepcopy(m)
+    f1 = torch.compile(m, backend="fxslots")
+    f2 = torch.compile(m, backend="fxslots", options={"slots": 2})
+    for step in range(3):
+        x = torch.randn(4, 16)
+        (f1(x) * f2(x + 1)).sum().backward()
+        (e(x) * e(x + 1)).sum().backward()
+        for a, b in zip(m.parameters(), e.parameters(), strict=True):
+            assert torch.equal(a.grad, b.grad), (step, (a.grad - b.grad).abs().max())
+
+
 def test_a_captured_backward_adds_gradients_in_groups_as_it_computes_them(
         stand_in_graphs, monkeypatch):  # noqa: F811
     """The graph a CUDA graph captures adds each group of gradients once they reach the flush

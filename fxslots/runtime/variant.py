@@ -100,7 +100,10 @@ class Variant:
     deliver_forward: Deliver | None = None
     layouts: dict[tuple, ViewLayout] = field(default_factory=dict)
     _params: dict[int, tuple] = field(default_factory=dict)  # per slot: its forward's params
-    _noted: bool = False  # its parameters are in state.accumulators
+    # Weakly, the first parameter of each parameter set it ran with whose parameters are in
+    # state.accumulators: one compiled graph serves every module of one class (Dynamo passes
+    # parameters as inputs), a pipeline rank's chunks or a new model after an old one died.
+    _noted: dict = field(default_factory=dict)
     _shared: tuple[int, bool] = (-1, False)  # (state.accumulators_shared, a parameter is shared)
     _checked: Any = field(default_factory=_torch.CheckedGrads)  # the .grad buffers last checked
     # kernels="inductor": Inductor's compiled graphs; the GraphModules above stay for analysis,
@@ -160,8 +163,11 @@ class Variant:
         if self.accumulate is not None:  # weakly: a dropped microbatch must not keep a model
             self._params[slot.index] = tuple(weakref.ref(args[i]) for i in self.accumulate.indices)
             self._note_node(slot.params)
-            if not self._noted:
+            first = args[self.accumulate.indices[0]] if self.accumulate.indices else None
+            noted = self._noted.get(id(first))
+            if first is not None and (noted is None or noted() is not first):
                 self._note_accumulator(args)
+                self._noted[id(first)] = weakref.ref(first)
         try:
             out = self.executor.forward(self, slot, args, lay, (alias, host_alias))
             del alias, host_alias
@@ -208,9 +214,8 @@ class Variant:
 
     def _note_accumulator(self, args: list[Any]) -> None:
         """Record that this region's backward may add into these parameters' ``.grad`` (once
-        per variant, at its first forward: every region's first forward comes before a step's
-        backwards)."""
-        self._noted = True
+        per variant and parameter set, at its first forward with them: every region's first
+        forward comes before a step's backwards)."""
         for i in self.accumulate.indices:
             p = args[i]
             ref, regions = state.accumulators.get(id(p), (None, None))

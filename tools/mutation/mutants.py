@@ -347,6 +347,12 @@ MUTANTS: tuple[Mutant, ...] = (
            "a backward does not count its own forward as another one of its pass", "cpu",
            ("tests/test_accumulate.py::"
             "test_two_backwards_of_one_pass_leave_accumulation_to_autograd[summed]",)),
+    Mutant("parameters-noted-once-per-variant", VARIANT,
+           "            if first is not None and (noted is None or noted() is not first):",
+           "            if first is not None and not self._noted:",
+           "a variant notes each parameter set it runs with, not only its first", "cpu",
+           ("tests/test_accumulate.py::"
+            "test_a_graph_that_ran_with_other_parameters_notes_the_new_ones",)),
     Mutant("captures-keyed-without-parameters", EXECUTOR,
            "                         delivers=generation, params=slot.params)",
            "                         delivers=generation, params=0)",
