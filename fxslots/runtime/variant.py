@@ -100,10 +100,6 @@ class Variant:
     deliver_forward: Deliver | None = None
     layouts: dict[tuple, ViewLayout] = field(default_factory=dict)
     _params: dict[int, tuple] = field(default_factory=dict)  # per slot: its forward's params
-    # Weakly, the first parameter of each parameter set it ran with whose parameters are in
-    # state.accumulators: one compiled graph serves every module of one class (Dynamo passes
-    # parameters as inputs), a pipeline rank's chunks or a new model after an old one died.
-    _noted: dict = field(default_factory=dict)
     _shared: tuple[int, bool] = (-1, False)  # (state.accumulators_shared, a parameter is shared)
     _checked: Any = field(default_factory=_torch.CheckedGrads)  # the .grad buffers last checked
     # kernels="inductor": Inductor's compiled graphs; the GraphModules above stay for analysis,
@@ -163,11 +159,8 @@ class Variant:
         if self.accumulate is not None:  # weakly: a dropped microbatch must not keep a model
             self._params[slot.index] = tuple(weakref.ref(args[i]) for i in self.accumulate.indices)
             self._note_node(slot.params)
-            first = args[self.accumulate.indices[0]] if self.accumulate.indices else None
-            noted = self._noted.get(id(first))
-            if first is not None and (noted is None or noted() is not first):
+            if not self._noted(args):
                 self._note_accumulator(args)
-                self._noted[id(first)] = weakref.ref(first)
         try:
             out = self.executor.forward(self, slot, args, lay, (alias, host_alias))
             del alias, host_alias
@@ -212,10 +205,21 @@ class Variant:
                        and _torch.runs_in_this_backward(node)
                        for node, params in list(self.region.forward_nodes.items()))
 
+    def _noted(self, args: list[Any]) -> bool:
+        """Whether ``state.accumulators`` holds this region for these parameters (read off
+        the first: a forward runs with its whole set). One compiled graph serves every module
+        of a class (Dynamo passes parameters as inputs), a pipeline rank's chunks, a new model
+        after an old one died: each parameter set is noted at its own first forward."""
+        if not self.accumulate.indices:
+            return True
+        first = args[self.accumulate.indices[0]]
+        ref, regions = state.accumulators.get(id(first), (None, ()))
+        return ref is not None and ref() is first and id(self.region) in regions
+
     def _note_accumulator(self, args: list[Any]) -> None:
-        """Record that this region's backward may add into these parameters' ``.grad`` (once
-        per variant and parameter set, at its first forward with them: every region's first
-        forward comes before a step's backwards)."""
+        """Record that this region's backward may add into these parameters' ``.grad`` (at
+        the first forward of each parameter set: every region's first forward comes before a
+        step's backwards)."""
         for i in self.accumulate.indices:
             p = args[i]
             ref, regions = state.accumulators.get(id(p), (None, None))

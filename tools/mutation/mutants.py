@@ -348,8 +348,8 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/test_accumulate.py::"
             "test_two_backwards_of_one_pass_leave_accumulation_to_autograd[summed]",)),
     Mutant("parameters-noted-once-per-variant", VARIANT,
-           "            if first is not None and (noted is None or noted() is not first):",
-           "            if first is not None and not self._noted:",
+           "        return ref is not None and ref() is first and id(self.region) in regions",
+           "        return ref is not None",
            "a variant notes each parameter set it runs with, not only its first", "cpu",
            ("tests/test_accumulate.py::"
             "test_a_graph_that_ran_with_other_parameters_notes_the_new_ones",)),
