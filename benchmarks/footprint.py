@@ -83,6 +83,26 @@ def at_peak(snapshot: dict, marks: list[int]) -> dict:
     return dict(peak=best, step=step, by_site=by_site.most_common(16), events=len(events))
 
 
+def grown(snapshot: dict, marks: list[int]) -> list[dict]:
+    """Every segment the allocator reserved from the driver, in order: the step, its pool, its
+    size and the allocation that asked for it (site and first frame). Reserved memory is the sum
+    of these less the segments freed, so this says what each reserved byte was for."""
+    events = [e for trace in snapshot.get("device_traces", []) for e in trace]
+    pools = {seg["address"]: "default" if tuple(seg.get("segment_pool_id", (0, 0))) == (0, 0)
+             else "graph" for seg in snapshot["segments"]}
+    rows = []
+    for i, e in enumerate(events):
+        if e["action"] not in ("segment_alloc", "segment_free"):
+            continue
+        first = (e.get("frames") or [{}])[0]
+        pool = pools.get(e["addr"], "gone")
+        rows.append(dict(action=e["action"], size=e["size"], pool=pool,
+                         step=next((k for k, m in enumerate(marks) if i < m), len(marks)),
+                         site=f"{site(e)} <- {first.get('filename', '?')}:{first.get('line')} "
+                              f"{first.get('name')}"))
+    return rows
+
+
 def report(summary: dict) -> str:
     lines = ["pool     segments  reserved GiB  allocated GiB  free GiB"]
     for name, p in summary["pools"].items():
@@ -124,6 +144,7 @@ def main() -> None:
     snapshot = torch.cuda.memory._snapshot()
     summary = summarize(snapshot)
     summary["at_peak"] = peak = at_peak(snapshot, marks)
+    summary["grown"] = segments = grown(snapshot, marks)
     summary.update(model=a.model, schedule=a.schedule, backend=a.backend, options=a.options,
                    reserved=torch.cuda.memory_reserved())
     print(f"{a.model} {a.schedule} {a.backend} {a.options}: reserved "
@@ -133,6 +154,10 @@ def main() -> None:
           f"(max_memory_allocated {torch.cuda.max_memory_allocated() / GIB:.3f}); live then:")
     for where, nbytes in peak["by_site"]:
         print(f"  {nbytes / GIB:8.3f} GiB  {where}")
+    print("\nsegments reserved (+) and released (-), by the allocation that asked:")
+    for g in segments:
+        sign = "+" if g["action"] == "segment_alloc" else "-"
+        print(f"  step {g['step']} {g['pool']:<7} {sign}{g['size'] / 2**20:8.1f} MiB  {g['site']}")
     os.makedirs(a.out, exist_ok=True)
     name = f"{a.model}-{a.schedule}-{a.backend}".replace("/", "_")
     with open(os.path.join(a.out, name + ".json"), "w") as fh:
