@@ -92,15 +92,18 @@ def _in_flight(model: Any, module: torch.nn.Module | None, group: list, first: i
     """Every forward of ``group`` (argument tuples, in flight together) in order, then the
     backwards, ``first``'s first: it returns its gradients (no ``.grad`` yet), the others add
     into them. The forwards alone decide which slot each takes; the backwards' order moves
-    nothing, so rotating ``first`` gives every slot both backward graphs."""
+    nothing, so rotating ``first`` gives every slot both backward graphs. Each output is let
+    go before the backwards, as a loop that turns it into its loss at once does: its slot's
+    output buffer is then free, and the backward's tangents are staged there
+    (``delivery.tangent_buffer``); those are the graphs such a loop replays."""
     if module is not None:
         module.zero_grad(set_to_none=True)
-    outs = [model(*args) for args in group]
-    outs.insert(0, outs.pop(first))
-    for out in outs:
-        leaves = [o for o in _tensors(out) if o.requires_grad]
-        if leaves:
-            torch.autograd.backward([o.float().sum() for o in leaves])
+    losses = [[o.float().sum() for o in _tensors(model(*args)) if o.requires_grad]
+              for args in group]
+    losses.insert(0, losses.pop(first))
+    for loss in losses:
+        if loss:
+            torch.autograd.backward(loss)
 
 
 def _tensors(x: Any) -> list[torch.Tensor]:

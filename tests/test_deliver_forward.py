@@ -250,6 +250,103 @@ def test_explain_shows_the_delivering_forward(stand_in_graphs, every_output):  #
     assert "addmm.out" in text and "out_0" in text
 
 
+class _PassThrough(nn.Module):
+    """``x``'s gradient is the tangent itself: the backward graph returns its tangent."""
+
+    def __init__(self, width=16):
+        super().__init__()
+        self.lin = nn.Linear(16, width)
+
+    def forward(self, x, z):
+        return x + self.lin(z).sin()
+
+
+def _captured_keys(monkeypatch) -> list:
+    from fxslots.runtime.cudagraphs import executor
+
+    keys, capture = [], executor.GraphExecutor._capture
+
+    def recording(self, variant, slot, key, *rest):
+        keys.append(key)
+        return capture(self, variant, slot, key, *rest)
+
+    monkeypatch.setattr(executor.GraphExecutor, "_capture", recording)
+    return keys
+
+
+def _step(model, x, z, w):
+    (model(x, z) * w).sum().backward()  # the output is let go before its backward
+
+
+def test_tangents_are_staged_in_the_output_buffer_the_caller_let_go(
+        stand_in_graphs, monkeypatch):  # noqa: F811
+    """A loop that turns each output (1 MiB: delivered; the input's gradient is not) into its
+    loss at once: the backward stages its tangent in the slot's output buffer, the region's
+    staging buffer is never allocated, and every gradient matches aot_eager bitwise, the
+    input's too, which is the tangent itself: handed out as a copy (captured or not), it stays
+    what it was while later forwards write that buffer."""
+    keys = _captured_keys(monkeypatch)
+    torch.manual_seed(0)
+    m = _PassThrough(4096)
+    e = copy.deepcopy(m)
+    c = torch.compile(m, backend="fxslots", options={"slots": 1})
+    ref = torch.compile(e, backend="aot_eager")
+    kept = []
+    for step in range(staging.HELD_LIMIT + 7):  # the gradients' buffer retires, then replays
+        x, z, w = torch.randn(64, 4096), torch.randn(64, 16), torch.randn(64, 4096)
+        got, want = (  # autograd.grad: the tensors the backward returned, not AccumulateGrad's
+            torch.autograd.grad((f(x_, z) * w).sum(), [x_, *mod.parameters()])
+            for f, mod, x_ in ((c, m, x.clone().requires_grad_()),
+                               (ref, e, x.clone().requires_grad_())))
+        assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True)), step
+        assert torch.equal(got[0], w), step
+        kept.append((got[0], w))
+    assert all(torch.equal(g, w) for g, w in kept)
+    (region,) = fxslots.regions()
+    (banks,) = region.forward_outputs.values()
+    assert region.staging.tensor is None and banks.banks[1].tensor is None
+    backwards = [k for k in keys if k.direction.value == "backward"]
+    # (one capture per step: the gradients kept move the gradients' buffer, up to HELD_LIMIT)
+    assert {k.tangents_in for k in backwards} == {banks.banks[0].generation}, keys
+
+
+def test_prepare_captures_the_graphs_of_a_loop_that_lets_its_outputs_go(
+        stand_in_graphs, every_output):  # noqa: F811
+    torch.manual_seed(0)
+    m = _PassThrough()
+    c = torch.compile(m, backend="fxslots", options={"slots": 1})
+    args = (torch.randn(4, 16, requires_grad=True), torch.randn(4, 16))
+    fxslots.prepare(c, [args])
+    before = fxslots.counters["captures"]
+    for _ in range(3):
+        _step(c, *args, torch.randn(4, 16))
+        m.zero_grad(set_to_none=True)
+    assert fxslots.counters["captures"] == before
+    assert fxslots.regions()[0].staging.tensor is None
+
+
+def test_a_backward_after_a_held_output_stays_in_the_staging_buffer(
+        stand_in_graphs, every_output, monkeypatch):  # noqa: F811
+    """The caller holds its output through the backward: the staging buffer serves, and once
+    it exists every backward stays there (one graph), even one whose output was let go."""
+    keys = _captured_keys(monkeypatch)
+    torch.manual_seed(0)
+    m = _PassThrough()
+    c = torch.compile(m, backend="fxslots", options={"slots": 1})
+    for step in range(6):
+        x = torch.randn(4, 16, requires_grad=True)
+        if step < 3:
+            out = c(x, torch.randn(4, 16))
+            was = out.detach().clone()
+            (out * 2).sum().backward()
+            assert torch.equal(out, was), step  # no tangent was staged over it
+            del out
+        else:
+            _step(c, x, torch.randn(4, 16), torch.randn(4, 16))
+    assert fxslots.regions()[0].staging.tensor is not None
+    assert {k.tangents_in for k in keys if k.direction.value == "backward"} == {-1}, keys
+
+
 @pytest.mark.cuda
 def test_cuda_forward_outputs_land_in_the_slot_buffer_and_survive_replays():
     """On real CUDA graphs: a large output is computed into the slot's buffer, not the pool,

@@ -66,6 +66,12 @@ def test_zoo_matches_aot_eager_bitwise(family, ckpt, dynamic):
     zoo.assert_bitwise(ours, ref)
     assert ours.saved_bytes > 0
     assert ours.copy_free_fraction >= FLOORS[family, ckpt], ours.copy_free_fraction
+    # One graph per shape: a graph break (a transformers release Dynamo cannot trace whole)
+    # leaves layers eager, and this test would pass without fxslots seeing them.
+    # transformers 5.25's T5 sets requires_grad inside its checkpointed layers: one graph per
+    # layer there.
+    if not dynamic and (family, ckpt) != ("t5", True):
+        assert ours.graphs == len(xs), f"{ours.graphs} graphs for {len(xs)} shapes"
 
 
 @pytest.mark.parametrize("family,ckpt,dynamic,options", [

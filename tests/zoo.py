@@ -9,6 +9,7 @@ outputs, buffers, and the copy-free fraction of the saved bytes.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import warnings
@@ -100,6 +101,11 @@ def build(family: str, checkpointing: bool = False, dropout: float = 0.1) -> nn.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # transformers' deprecation notes
             model.m.activation_checkpointing_enable({"use_reentrant": False})
+        # transformers 5.25 warns through a logger (a graph break) when a checkpointed model
+        # keeps its KV cache on; training never uses it. T5's decoder has a config of its own.
+        for mod in model.m.modules():
+            if hasattr(getattr(mod, "config", None), "use_cache"):
+                mod.config.use_cache = False
     return model
 
 
@@ -119,6 +125,7 @@ class Result:
     saved_bytes: int = 0  # slot bytes over every variant that ran
     copy_free_bytes: int = 0
     fallbacks: list[str] = field(default_factory=list)
+    graphs: int = 0  # graphs fxslots compiled: one per shape unless Dynamo broke the model up
 
     @property
     def copy_free_fraction(self) -> float:
@@ -133,12 +140,13 @@ def train(model: nn.Module, backend: str, xs: list[torch.Tensor], *, dynamic: bo
     m = copy.deepcopy(model)
     kw = {"options": options} if options else {}
     f = torch.compile(m, backend=backend, dynamic=dynamic, **kw)
-    with recording() as records:
+    with recording() as records, _tracing():
         outs = [f(x) for x in xs]
         for o in outs:
             o.float().square().mean().backward()
     res = Result([None if p.grad is None else p.grad.clone() for p in m.parameters()],
                  [o.detach().clone() for o in outs], [b.clone() for b in m.buffers()])
+    res.graphs = fxslots.counters["compiles"]
     for rec in records:
         if rec.fallback:
             res.fallbacks.append(rec.fallback)
@@ -164,10 +172,23 @@ def train_steps(model: nn.Module, backend: str, xs: list[torch.Tensor], *,
     f = torch.compile(m, backend=backend, dynamic=dynamic, **kw)
     grads = []
     for x in xs:
-        f(x).float().square().mean().backward()
+        with _tracing():
+            out = f(x)
+        out.float().square().mean().backward()
         grads.append([None if p.grad is None else p.grad.clone() for p in m.parameters()])
         m.zero_grad(set_to_none=True)
     return grads
+
+
+def _tracing():
+    """Dynamo's settings for the zoo. transformers 5.25 routes attention through ``kernels``,
+    whose forward sets a context variable: under activation checkpointing Dynamo refuses that
+    side effect (a graph break per layer, so checkpointed layers ran eagerly) unless told the
+    backward's recompute may skip it. Here it may: the variable is set and reset around the
+    same call, so the recompute sees what the forward saw."""
+    if hasattr(torch._dynamo.config, "skip_fwd_side_effects_in_bwd_under_checkpoint"):
+        return torch._dynamo.config.patch(skip_fwd_side_effects_in_bwd_under_checkpoint=True)
+    return contextlib.nullcontext()
 
 
 def _symbols(plan) -> set:

@@ -174,10 +174,10 @@ MUTANTS: tuple[Mutant, ...] = (
            "        cap.graph.replay()",
            "a replay first copies the caller's inputs into the slot's staging", "cpu",
            (f"{STAND_IN}::test_executor_matches_aot_eager",)),
-    Mutant("backward-skips-tangent-staging", EXECUTOR,
+    Mutant("backward-skips-tangent-staging", DELIVERY,
            "        _torch.foreach_copy_(views, [args[i] for i in tangents])",
            "        pass",
-           "a backward replay reads this call's tangents from the staging buffer", "cpu",
+           "a backward replay reads this call's tangents from where they were staged", "cpu",
            (f"{STAND_IN}::test_executor_matches_aot_eager",)),
     Mutant("replayed-user-output-left-in-slot", "fxslots/runtime/cudagraphs/outputs.py",
            "        if j < copied and kind in (OutKind.SLOT, OutKind.HOST):",
@@ -324,7 +324,7 @@ MUTANTS: tuple[Mutant, ...] = (
            "buffer", "cpu", ("tests/test_deliver_forward.py::"
                              "test_the_output_held_until_the_next_forward_returns_alternates_two_buffers",)),
     Mutant("moved-buffer-drops-the-other-bank", DELIVERY,
-           "        drop(lambda k: k.delivers == old)",
+           "        drop(lambda k: old in (k.delivers, k.tangents_in))",
            "        drop(lambda k: k.direction.value == \"forward\" and k.delivers not in (-1, buffer.generation))",
            "a moved output buffer drops the graphs that wrote it, not those of the slot's other",
            "cpu", ("tests/test_deliver_forward.py::"
@@ -816,4 +816,34 @@ MUTANTS: tuple[Mutant, ...] = (
            "lifetimes follow aliases by schema: the source of a copy_ into a buffer is freed "
            "after it, not kept to the end with the buffer (the warm-up's peak estimate)", "cpu",
            ("tests/test_accumulate.py::test_allocated_peak_counts_what_a_run_holds_at_once",)),
+    Mutant("tangents-into-a-held-buffer", DELIVERY,
+           "    buffer = banks.unheld()\n",
+           "    buffer = banks.banks[0]\n",
+           "a backward stages its tangents in an output buffer of its slot only where the caller "
+           "holds nothing handed out of it", "cpu",
+           ("tests/test_deliver_forward.py::"
+            "test_a_backward_after_a_held_output_stays_in_the_staging_buffer",)),
+    Mutant("staged-tangent-handed-out-in-place", EXECUTOR,
+           "        staging = set(arenas) | {t.data_ptr() for t in self._staged_in(key)}",
+           "        staging = set(arenas)",
+           "a captured backward's gradient that is its tangent as staged is copied out, never "
+           "handed out in memory the next backward stages into", "cpu",
+           ("tests/test_deliver_forward.py::"
+            "test_tangents_are_staged_in_the_output_buffer_the_caller_let_go",)),
+    Mutant("uncaptured-backward-hands-out-its-tangent", EXECUTOR,
+           "        return own_user_outputs(out, len(out), self._staged_in(key))",
+           "        return out",
+           "a backward run uncaptured (its warm-up) copies out a gradient that is its tangent "
+           "as staged", "cpu",
+           ("tests/test_deliver_forward.py::"
+            "test_tangents_are_staged_in_the_output_buffer_the_caller_let_go",)),
+    Mutant("prepare-holds-its-outputs", "fxslots/prepare.py",
+           "    losses = [[o.float().sum() for o in _tensors(model(*args)) if o.requires_grad]\n"
+           "              for args in group]",
+           "    outs = [model(*args) for args in group]\n"
+           "    losses = [[o.float().sum() for o in _tensors(out) if o.requires_grad] for out in outs]",
+           "prepare lets each output go before the backwards, as a loop that turns it into its "
+           "loss does, and captures the graphs that loop replays (tangents in the output buffer)",
+           "cpu", ("tests/test_deliver_forward.py::"
+                   "test_prepare_captures_the_graphs_of_a_loop_that_lets_its_outputs_go",)),
 )

@@ -168,16 +168,78 @@ def forward_buffer(variant: Any, slot: Slot, warm: bool, drop: Any) -> tuple[Any
     return alias, buffer.generation
 
 
+class Tangents:
+    """Where one executor's backwards stage their tangents, at addresses that stay put from
+    replay to replay: the slot's output buffer (``tangent_buffer``) or the region's staging
+    buffer; their views built once per place and shapes."""
+
+    def __init__(self, region: Any, alignment: int) -> None:
+        self.region, self.alignment = region, alignment
+        self.views: dict[tuple, list[torch.Tensor]] = {}  # by (place, the tangents' shapes)
+        self._packed: dict[tuple, tuple] = {}  # (geometry, nbytes) by the tangents' shapes
+
+    def stage(self, variant: Any, slot: Slot, args: list[Any], tangents: list[int],
+              drop: Any) -> tuple[list[Any], int]:
+        """``args`` with the tangents (at ``tangents``) copied to their place, and the place:
+        the generation of the slot's output buffer, or -1, the staging buffer."""
+        shapes = tuple((args[i].dtype, tuple(args[i].shape), args[i].stride()) for i in tangents)
+        packed = self._packed.get(shapes)
+        if packed is None:
+            packed = self._packed[shapes] = pack(shapes, self.alignment)
+        bank = tangent_buffer(variant, slot, packed[1], drop)
+        # staging generations count from 0, output buffers' from 1: one key space
+        at = bank.generation if bank is not None else -1 - self.region.staging.generation
+        views = self.views.get((at, shapes))
+        if views is None:  # over an alias of the bank: not a hand-out that would hold it
+            views = self.views[(at, shapes)] = (
+                self.region.staging.views(*packed, variant.device) if bank is None else
+                make_views(_torch.storage_alias(bank.tensor.data_ptr(), variant.device,
+                                                packed[1]), variant.device, packed[0]))
+        gargs = list(args)
+        _torch.foreach_copy_(views, [args[i] for i in tangents])
+        for i, view in zip(tangents, views, strict=True):
+            gargs[i] = view
+        return gargs, -1 if bank is None else bank.generation
+
+
+def tangent_buffer(variant: Any, slot: Slot, nbytes: int, drop: Any) -> Any:
+    """The output buffer of ``slot`` where its backward stages ``nbytes`` of tangents, or None
+    (the region's staging buffer). A forward that delivers its outputs there has a buffer the
+    tangents fit (a tangent has its output's shape) and, once the caller let go of what was
+    handed out of it, nothing reads it until the slot's next forward writes it; so the staging
+    buffer, as large as the tangents and idle outside a backward, is never allocated: heavy's
+    64 MiB (H200 run 33a). The first buffer is allocated here if no forward has yet (the
+    warm-up's backward), never a second one only for tangents (one per slot: more than the
+    staging buffer, one per region). Once the staging buffer exists (a caller that held its
+    output through a backward), every backward stays there: one graph, not one per place."""
+    d = variant.deliver_forward
+    banks = variant.region.outputs_of_slot(slot.index) if d is not None else None
+    if (banks is None or not banks.delivering or nbytes > d.nbytes
+            or variant.region.staging.tensor is not None):
+        return None
+    buffer = banks.unheld()
+    if buffer is None or (buffer.tensor is None
+                          and any(b.tensor is not None for b in banks.banks)):
+        return None
+    _moving(buffer, drop, lambda: buffer.ensure(d.nbytes, variant.device))
+    return buffer
+
+
 def aliased(buffer: Any, nbytes: int, device: Any, drop: Any) -> Any:
-    """``buffer.alias(nbytes)``; where that moved the buffer, ``drop`` forgets the graphs that
-    deliver into its old generation. Generations are unique across buffers
+    """``buffer.alias(nbytes)``, dropping the graphs of its old generation where it moved."""
+    return _moving(buffer, drop, lambda: buffer.alias(nbytes, device))
+
+
+def _moving(buffer: Any, drop: Any, act: Any) -> Any:
+    """``act()``; where that moved ``buffer``, ``drop`` forgets the graphs that deliver into
+    its old generation or read tangents there. Generations are unique across buffers
     (``staging._generations``): no graph that writes another buffer (the other of a slot's
     two, a forward's beside a backward's) is dropped."""
     old = buffer.generation
-    alias = buffer.alias(nbytes, device)
+    result = act()
     if buffer.generation != old:
-        drop(lambda k: k.delivers == old)
-    return alias
+        drop(lambda k: old in (k.delivers, k.tangents_in))
+    return result
 
 
 def warm_up(variant: Any, key: Any, gm: Any, gargs: list[Any], kept: Any) -> Any:

@@ -29,7 +29,7 @@ from ...passes.collect import mutated_placeholders
 from ..layout import geometry_of, make_views, pack, slot_views
 from ..ring import Slot
 from ..variant import Direction, Variant
-from .delivery import Deliveries, forward_buffer, warm_up
+from .delivery import Deliveries, Tangents, forward_buffer, warm_up
 from .keys import CaptureKey
 from .outputs import Captured, OutKind, describe_outputs, own_user_outputs, saved_views
 from .pool import CaptureFailed, CudaCapturer
@@ -60,8 +60,7 @@ class GraphExecutor:
         # False once a graph of the variant cannot be captured: every run is a first run,
         # staged as a capture would be (the plan has placed the staged inputs in the slot).
         self.capturing = True
-        # Views of the staging buffer by (its generation, the staged shapes): built once.
-        self._staging_views: dict[tuple, list[torch.Tensor]] = {}
+        self.tangents = Tangents(self.region, options.alignment)
         self.deliveries = Deliveries(options.alignment)
         variant.ring.subscribe(self.slot_moved)
         self.region.staging.subscribe(self.staging_moved)
@@ -71,7 +70,7 @@ class GraphExecutor:
         self._drop(lambda k: k.slot == slot)
 
     def staging_moved(self) -> None:
-        self._staging_views = {}
+        self.tangents.views = {}
         self._drop(lambda k: k.direction is Direction.BACKWARD)
 
     def _drop(self, stale) -> None:
@@ -114,7 +113,8 @@ class GraphExecutor:
         if self._tangents is None:
             self._tangents = _torch.tangent_indices(variant.backward_graph)
         tangents = [i for i in self._tangents if isinstance(args[i], torch.Tensor)]
-        gargs = self._stage_backward(variant, args, tangents) + (grads or [])
+        gargs, tangents_in = self.tangents.stage(variant, slot, args, tangents, self._drop)
+        gargs += grads or []
         outputs = self.region.outputs_for(slot.params)
         target = self._deliver_into(variant, outputs, slot) if grads is None else None
         key = CaptureKey(Direction.BACKWARD, slot.index, slot.generation,
@@ -122,7 +122,8 @@ class GraphExecutor:
                          (slot.layout.key, tuple(tuple(args[i].shape) for i in tangents)),
                          grads is not None, -1 if target is None else target.generation,
                          slot.params, 0 if target is None else target.overlay,
-                         variant.grads_at() if grads and self.region.grads_in_arena() else ())
+                         variant.grads_at() if grads and self.region.grads_in_arena() else (),
+                         tangents_in)
         delivered = (None, None) if target is None else (target.buffer, target.arena)
         cap = self.graphs.get(key)
         # Where this region's backwards deliver, the buffer holds their gradients (the .grad
@@ -133,8 +134,11 @@ class GraphExecutor:
         gargs += [] if target is None else target.views(variant.device)
         if slot.saved_outs is not None:  # tokens in the saved places: this run reads views
             saved_views(variant.saved_backward_args, slot.saved_outs, gargs)
-        return self._first_runs(variant, slot, key, gargs, (), len(gargs), (None, None),
-                                delivered, out)
+        out = self._first_runs(variant, slot, key, gargs, (), len(gargs), (None, None),
+                               delivered, out)
+        # run uncaptured, a gradient that is a tangent as staged is in memory the next
+        # backward stages into: copied out, as a capture's would be (_describe)
+        return own_user_outputs(out, len(out), self._staged_in(key))
 
     def _deliver_into(self, variant: Variant, outputs, slot: Slot) -> Any:
         """Where this backward delivers its gradients (a ``delivery.Target``), or None: they
@@ -171,21 +175,6 @@ class GraphExecutor:
         cap.graph.replay()
         write_back(args, cap.writeback)
         return True
-
-    def _stage_backward(self, variant: Variant, args: list[Any], tangents: list[int]):
-        """Backward arguments with the tangents copied into the staging buffer, at addresses
-        that stay put from replay to replay."""
-        shapes = tuple((args[i].dtype, tuple(args[i].shape), args[i].stride()) for i in tangents)
-        views = self._staging_views.get((self.region.staging.generation, shapes))
-        if views is None:
-            packed = pack(shapes, self.options.alignment)
-            views = self.region.staging.views(*packed, variant.device)
-            self._staging_views[(self.region.staging.generation, shapes)] = views
-        gargs = list(args)
-        _torch.foreach_copy_(views, [args[i] for i in tangents])
-        for i, view in zip(tangents, views, strict=True):
-            gargs[i] = view
-        return gargs
 
     def _first_runs(self, variant, slot, key, gargs, stage, nargs, aliases,
                     delivered=(None, None), out=None) -> Any:
@@ -253,8 +242,8 @@ class GraphExecutor:
         arenas = {slot.arena.data_ptr(): OutKind.SLOT}
         if slot.host_arena is not None:
             arenas[slot.host_arena.data_ptr()] = OutKind.HOST
-        staging = set(arenas) | ({self.region.staging.tensor.data_ptr()}
-                                 if self.region.staging.tensor is not None else set())
+        # a gradient that is a tangent as staged is copied out, never handed out in place
+        staging = set(arenas) | {t.data_ptr() for t in self._staged_in(key)}
         if not forward:
             arenas = {slot.arena.data_ptr(): OutKind.ARENA_GRADS} if key.overlay else {}
         if buffer is not None:
@@ -270,6 +259,14 @@ class GraphExecutor:
         if key.direction is Direction.FORWARD:
             return self.region.outputs_of_slot(slot.index).holding(key.delivers)
         return self.region.outputs_for(key.params)
+
+    def _staged_in(self, key: CaptureKey) -> tuple[torch.Tensor, ...]:
+        """The buffer the tangents of a backward of ``key`` were staged in."""
+        if key.tangents_in == -1:
+            buffer = self.region.staging
+        else:
+            buffer = self.region.outputs_of_slot(key.slot).holding(key.tangents_in)
+        return () if buffer is None or buffer.tensor is None else (buffer.tensor,)
 
     def _failed(self, variant, slot, key, failed: CaptureFailed) -> None:
         node, root = failed.node, failed.cause

@@ -28,3 +28,6 @@ class CaptureKey:
     # an arena or the output buffer, as the step's first backward placed it; prepare captures
     # each way). Only the first address let two layouts share a key (session 15).
     grads_at: tuple[int, ...] = ()
+    # A backward that reads its tangents in this generation of its slot's output buffer
+    # (delivery.tangent_buffer); -1: in the region's staging buffer
+    tangents_in: int = -1

@@ -80,13 +80,17 @@ class OutputBuffer:
         if self.kept():  # retired: the caller keeps its views alive
             self.held += 1
             self.tensor = None
-        if self.tensor is None or self.tensor.numel() < nbytes or self.tensor.device != device:
-            self.tensor = torch.empty(max(nbytes, 1), dtype=torch.uint8, device=device)
-            self.generation = next(_generations)
+        self.ensure(nbytes, device)
         alias = _torch.storage_alias(self.tensor.data_ptr(), device, max(nbytes, 1))
         self._owner = _torch.StorageWeakRef(alias)
         state.keep_while_viewed(self.tensor, self._owner)
         return alias
+
+    def ensure(self, nbytes: int, device: torch.device) -> None:
+        """At least ``nbytes`` on ``device``: a new allocation (generation) where it has not."""
+        if self.tensor is None or self.tensor.numel() < nbytes or self.tensor.device != device:
+            self.tensor = torch.empty(max(nbytes, 1), dtype=torch.uint8, device=device)
+            self.generation = next(_generations)
 
     def kept(self) -> bool:
         """Whether the caller still holds results last handed out from here."""
@@ -118,6 +122,11 @@ class OutputBanks:
         if free is None:
             self.held += 1
         return free
+
+    def unheld(self) -> OutputBuffer | None:
+        """The first buffer the caller holds nothing of, not counted: a backward stages its
+        tangents there (``delivery.tangent_buffer``)."""
+        return next((b for b in self.banks if not b.kept()), None)
 
     def holding(self, generation: int) -> OutputBuffer | None:
         """The buffer whose current allocation is ``generation``."""
