@@ -364,3 +364,21 @@ def test_prepare_in_flight_gives_each_microbatch_its_own_slot_on_cuda():
     assert fxslots.counters["captures"] == captures, "prepare(in_flight=True) missed a slot"
     assert [s.nbytes for s in region.ring.slots] == sizes
     _compare(eager, ours, torch.float32)
+
+
+def test_a_lasting_buffer_never_keeps_a_free_segment_reserved():
+    """An arena or output buffer is allocated while a variant warms up, when the allocator
+    caches the free segments of that step's temporaries: carved out of one, it would keep the
+    whole segment reserved beside it for the rest of training (heavy's output buffer held 62 MiB
+    that way, H200 run 34a). Sizes far above any hole a test before left in a live segment."""
+    from fxslots.runtime.ring import lasting
+
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    base = torch.cuda.memory_reserved()
+    transient = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    del transient  # its segment stays cached, free
+    assert torch.cuda.memory_reserved() == base + (1 << 30)
+    kept = lasting(512 << 20, torch.device("cuda"))
+    assert torch.cuda.memory_reserved() == base + (512 << 20)
+    del kept

@@ -837,6 +837,12 @@ MUTANTS: tuple[Mutant, ...] = (
            "as staged", "cpu",
            ("tests/test_deliver_forward.py::"
             "test_tangents_are_staged_in_the_output_buffer_the_caller_let_go",)),
+    Mutant("lasting-buffer-in-a-cached-segment", "fxslots/runtime/ring.py",
+           "        torch.cuda.empty_cache()\n",
+           "        pass\n",
+           "a buffer that lives as long as its region never takes part of a cached free "
+           "segment (which it would keep reserved)", "cuda",
+           ("tests/test_cuda.py::test_a_lasting_buffer_never_keeps_a_free_segment_reserved",)),
     Mutant("prepare-holds-its-outputs", "fxslots/prepare.py",
            "    losses = [[o.float().sum() for o in _tensors(model(*args)) if o.requires_grad]\n"
            "              for args in group]",

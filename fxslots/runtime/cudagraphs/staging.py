@@ -12,6 +12,7 @@ import torch
 from ... import _torch, state
 from ...geometry import span_elements
 from ..layout import Geometry, make_views, pack, view_runs
+from ..ring import lasting
 
 
 class StagingBuffer:
@@ -31,7 +32,7 @@ class StagingBuffer:
               device: torch.device) -> list[torch.Tensor]:
         if self.tensor is None or self.tensor.numel() < nbytes or self.tensor.device != device:
             self._moved()
-            self.tensor = torch.empty(max(nbytes, 1), dtype=torch.uint8, device=device)
+            self.tensor = lasting(nbytes, device)
         return make_views(self.tensor.untyped_storage(), device, geometry)
 
     def free(self) -> None:
@@ -89,7 +90,7 @@ class OutputBuffer:
     def ensure(self, nbytes: int, device: torch.device) -> None:
         """At least ``nbytes`` on ``device``: a new allocation (generation) where it has not."""
         if self.tensor is None or self.tensor.numel() < nbytes or self.tensor.device != device:
-            self.tensor = torch.empty(max(nbytes, 1), dtype=torch.uint8, device=device)
+            self.tensor = lasting(nbytes, device)
             self.generation = next(_generations)
 
     def kept(self) -> bool:
