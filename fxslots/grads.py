@@ -204,7 +204,7 @@ def _or_without(make: Callable[[], Any], what: str, instead: str, options: Optio
 
 def _accumulate(bw: fx.GraphModule, static: list[int], options: Options, example_inputs: Any,
                 what: str, graphs: bool) -> Accumulate | None:
-    if options.grad_accumulation != "graph":
+    if options.grad_accumulation not in ("graph", "fused"):
         return None
     outs = list(next(iter(bw.graph.find_nodes(op="output"))).args[0])
     params = tuple(i for i in sorted(static) if i < len(outs) and isinstance(outs[i], fx.Node))
@@ -218,9 +218,15 @@ def _accumulate(bw: fx.GraphModule, static: list[int], options: Options, example
     if not graphs:
         return acc
     flush = flush_bytes_for(sum(value_bytes(outs[i]) for i in params))
+    fuse = options.grad_accumulation == "fused"
     captured = observe("accumulate_grads_in_groups", accumulate_grads, bw, list(params), flush,
-                       summary=lambda g: f"captured: gradients added every {flush} bytes")
+                       fuse, summary=lambda g: f"captured: gradients added every {flush} bytes"
+                       + (f", {_fused(g)} by their matrix product" if fuse else ""))
     return dataclasses.replace(acc, captured=captured)
+
+
+def _fused(gm: fx.GraphModule) -> int:
+    return len(gm.graph.find_nodes(op="call_function", target=torch.ops.aten.addmm_.default))
 
 
 def _deliver(bw: fx.GraphModule, static: list[int], device: torch.device, options: Options,

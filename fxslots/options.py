@@ -71,8 +71,11 @@ class Options:
     memory where the link is slower than compute, by making compute wait for it."""
     grad_accumulation: str = "graph"
     """Who adds gradients into existing ``.grad`` buffers: "graph" (the backward, inside its
-    CUDA graph) or "autograd" (one launch per parameter after it; needed by hooks on the
-    gradient accumulator itself, such as DDP's reducer)."""
+    CUDA graph), "fused" (as "graph", and under CUDA graphs a gradient that is a matrix
+    product, a weight's, is added by its GEMM as it is computed, beta=1: no gradient
+    temporary, no add reading it back; one rounding of the sum instead of eager's two, so
+    within an ulp of eager's, not bitwise) or "autograd" (one launch per parameter after it;
+    needed by hooks on the gradient accumulator itself, such as DDP's reducer)."""
     grads_in_arena: bool = True
     """Under CUDA graphs, write parameter gradients into saved bytes of the slot's arena the
     backward has finished reading (``fxslots.overlay``), instead of a buffer of their own, once
@@ -103,7 +106,7 @@ class Options:
             raise OptionsError(str(e)) from None
         for name, valid in (("recompute", sorted(RECOMPUTE)),
                             ("partitioner", sorted([*PARTITIONERS, AUTO])),
-                            ("grad_accumulation", ("graph", "autograd")),
+                            ("grad_accumulation", ("graph", "fused", "autograd")),
                             ("kernels", ("aten", "inductor")),
                             ("on_capture_failure", ("raise", "eager"))):
             if getattr(self, name) not in valid:

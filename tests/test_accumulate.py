@@ -546,3 +546,73 @@ def test_checked_buffers_are_read_again_once_replaced_or_moved():
     w.grad.data = torch.zeros(4, 3)  # the same tensor, other memory and another shape
     step()
     assert seen == [True, True, False, True, False]
+
+
+class _Square(torch.nn.Module):
+    """A square weight (a product the wrong way round keeps its shape), a transposed one, and
+    a bias (a sum, not a product: added by the add)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(16, 16, bias=False)
+        self.b = torch.nn.Linear(16, 24)
+
+    def forward(self, x):
+        return self.b(torch.nn.functional.gelu(self.a(x)))
+
+
+def test_fused_accumulation_adds_each_weight_gradient_in_its_product(stand_in_graphs):  # noqa: F811
+    """grad_accumulation="fused": under CUDA graphs each weight gradient is added into .grad
+    by its GEMM (addmm_, beta=1) where the product was, the bias by the add; the uncaptured
+    graph keeps its one add at the end. One rounding instead of two: within float32's
+    precision of eager's sums over steps of three accumulated microbatches."""
+    torch.manual_seed(0)
+    m = _Square()
+    e = copy.deepcopy(m)
+    c = torch.compile(m, backend="fxslots",
+                      options={"slots": 1, "grad_accumulation": "fused"})
+    for _ in range(4):
+        for x in [torch.randn(4, 16) for _ in range(3)]:
+            c(x).square().sum().backward()
+            e(x).square().sum().backward()
+        for a, b in zip(m.parameters(), e.parameters(), strict=True):
+            torch.testing.assert_close(a.grad, b.grad, rtol=1e-5, atol=1e-5)
+        m.zero_grad(set_to_none=False)
+        e.zero_grad(set_to_none=False)
+    v = _variant()
+    assert _StandInGraph.replays > 0
+
+    def targets(gm):
+        return [n.target for n in gm.graph.nodes if n.op == "call_function"]
+
+    captured = targets(v.accumulate.captured)
+    assert captured.count(torch.ops.aten.addmm_.default) == 2  # the two weights
+    assert torch.ops.aten.mm.default in captured  # the input gradient's product stays
+    assert torch.ops.aten.addmm_.default not in targets(v.accumulate.graph)
+
+
+@pytest.mark.parametrize("flips", [0, 1, 2])
+def test_a_fused_product_adds_its_transpose_the_right_way_round(flips):
+    """A gradient that is ``mm(a, b)`` behind an odd number of transposes is added as
+    ``b^T @ a^T``: a hand-built backward with square operands, so the wrong way round keeps
+    its shape and only the values tell."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from fxslots.passes.accumulate import accumulate_grads
+
+    aten = torch.ops.aten
+
+    def backward(a, b):
+        g = aten.mm.default(a, b)
+        for _ in range(flips):
+            g = aten.t.default(g)
+        return (g,)
+
+    a, b, grad = torch.randn(8, 8), torch.randn(8, 8), torch.randn(8, 8)
+    bw = make_fx(backward)(a, b)
+    fused = accumulate_grads(bw, [0], flush_bytes=1, fuse=True)
+    assert [n.target for n in fused.graph.nodes if n.op == "call_function"].count(
+        aten.addmm_.default) == 1
+    expected = grad + backward(a, b)[0]
+    assert fused(a, b, grad) == (None,)
+    torch.testing.assert_close(grad, expected, rtol=1e-6, atol=1e-6)

@@ -52,16 +52,20 @@ def flush_bytes_for(total: int) -> int:
     return max(total // 16, FLUSH_FLOOR)
 
 
-def accumulate_grads(bw: fx.GraphModule, outputs: list[int], flush_bytes: int | None = None
-                     ) -> fx.GraphModule:
+def accumulate_grads(bw: fx.GraphModule, outputs: list[int], flush_bytes: int | None = None,
+                     fuse: bool = False) -> fx.GraphModule:
     """A new backward graph that adds its outputs at ``outputs`` into buffers passed last: at
-    the end, or (``flush_bytes``) in groups as they are computed."""
+    the end, or (``flush_bytes``) in groups as they are computed; with ``fuse`` (captured
+    only), a gradient that is a matrix product is added by the product itself (``_fuse``)."""
     gm, output, outs, buffers = twin_with_buffers(bw, outputs, "grad")
     graph = gm.graph
     for b, i in zip(buffers, outputs, strict=True):
         b.meta["val"] = outs[i].meta.get("val")
         b.meta[SLOT_META] = f"the .grad buffer of output {i}, added into in the graph"
     pairs = [(b, outs[i]) for b, i in zip(buffers, outputs, strict=True)]
+    fusing = fuse and flush_bytes is not None
+    if fusing:
+        pairs = _fuse(graph, pairs, outs)
     groups = [(output, pairs)] if flush_bytes is None else _groups(graph, pairs, flush_bytes)
     for at, group in groups:
         with (graph.inserting_before(at) if at is output else graph.inserting_after(at)):
@@ -69,9 +73,74 @@ def accumulate_grads(bw: fx.GraphModule, outputs: list[int], flush_bytes: int | 
     for i in outputs:
         outs[i] = None
     output.args = (tuple(outs),)
+    if fusing:
+        _erase_unused(graph)
     graph.lint()
     gm.recompile()
     return gm
+
+
+_TRANSPOSES = (aten.t.default, aten.permute.default, aten.transpose.int)
+
+
+def _fuse(graph: fx.Graph, pairs: list[tuple[fx.Node, fx.Node]], outs: list
+          ) -> list[tuple[fx.Node, fx.Node]]:
+    """Replace each gradient that is ``mm(a, b)`` (seen through 2-D transposes, nothing else
+    reading it on the way) by ``addmm_(buffer, a, b)`` where the mm was: the GEMM adds into
+    ``.grad`` as it writes (beta=1), so the gradient is never written out and read back by an
+    add (on a weight gradient, two of the three passes over its bytes the add costs). One
+    rounding of the sum instead of two: not bitwise eager's. Only a captured graph's: it adds
+    as it goes, and a replay cannot stop part-way. The pairs left to add."""
+    left = []
+    for b, g in pairs:
+        found = _product(g) if sum(o is g for o in outs) == 1 else None
+        if found is None:
+            left.append((b, g))
+            continue
+        mm, flipped = found
+        a, m = mm.args
+        if flipped:  # b = (a @ m)^T = m^T @ a^T
+            with graph.inserting_before(mm):
+                a, m = (graph.call_function(aten.t.default, (m,)),
+                        graph.call_function(aten.t.default, (a,)))
+        with graph.inserting_before(mm):
+            add = graph.call_function(aten.addmm_.default, (b, a, m))
+        add.meta[SLOT_META] = "a matrix product added into its .grad buffer by the GEMM"
+    return left
+
+
+def _product(g: fx.Node) -> tuple[fx.Node, bool] | None:
+    """``(mm, flipped)``: ``g`` is ``mm`` or its transpose (``flipped``), through 2-D transposes
+    that nothing else reads; None where it is not."""
+    flipped, n = False, g
+    while n.op == "call_function" and n.target in _TRANSPOSES:
+        if not _swaps_two_dims(n) or len(n.users) != 1:
+            return None
+        flipped, n = not flipped, n.args[0]
+    if n.op != "call_function" or n.target is not aten.mm.default or len(n.users) != 1:
+        return None
+    val = g.meta.get("val")
+    return (n, flipped) if isinstance(val, torch.Tensor) and val.dim() == 2 else None
+
+
+def _swaps_two_dims(n: fx.Node) -> bool:
+    val = n.meta.get("val")
+    if not isinstance(val, torch.Tensor) or val.dim() != 2:
+        return False
+    if n.target is aten.permute.default:
+        return list(n.args[1]) == [1, 0]
+    if n.target is aten.transpose.int:
+        return {d % 2 for d in n.args[1:3]} == {0, 1}
+    return True
+
+
+def _erase_unused(graph: fx.Graph) -> None:
+    """Drop the products and transposes whose gradient ``_fuse`` replaced (pure ops nothing
+    reads any more), last first."""
+    for n in reversed(list(graph.nodes)):
+        if (n.op == "call_function" and not n.users
+                and n.target in (*_TRANSPOSES, aten.mm.default)):
+            graph.erase_node(n)
 
 
 # A gradient this large fills the GPU by itself: added alone (an elementwise add_), not in a

@@ -837,6 +837,19 @@ MUTANTS: tuple[Mutant, ...] = (
            "as staged", "cpu",
            ("tests/test_deliver_forward.py::"
             "test_tangents_are_staged_in_the_output_buffer_the_caller_let_go",)),
+    Mutant("fused-product-the-wrong-way-round", "fxslots/passes/accumulate.py",
+           "        if flipped:  # b = (a @ m)^T = m^T @ a^T",
+           "        if False:  # b = (a @ m)^T = m^T @ a^T",
+           "a gradient that is a transposed product is added by the product of the transposed "
+           "operands, swapped", "cpu",
+           ("tests/test_accumulate.py::"
+            "test_a_fused_product_adds_its_transpose_the_right_way_round",)),
+    Mutant("fused-product-overwrites-the-grad", "fxslots/passes/accumulate.py",
+           "            add = graph.call_function(aten.addmm_.default, (b, a, m))",
+           "            add = graph.call_function(aten.mm.out, (a, m), {\"out\": b})",
+           "a fused product adds into .grad (beta=1), never overwrites it", "cpu",
+           ("tests/test_accumulate.py::"
+            "test_fused_accumulation_adds_each_weight_gradient_in_its_product",)),
     Mutant("lasting-buffer-in-a-cached-segment", "fxslots/runtime/ring.py",
            "        torch.cuda.empty_cache()\n",
            "        pass\n",
