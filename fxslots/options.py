@@ -74,8 +74,9 @@ class Options:
     CUDA graph), "fused" (as "graph", and under CUDA graphs a gradient that is a matrix
     product, a weight's, is added by its GEMM as it is computed, beta=1: no gradient
     temporary, no add reading it back; one rounding of the sum instead of eager's two, so
-    within an ulp of eager's, not bitwise) or "autograd" (one launch per parameter after it;
-    needed by hooks on the gradient accumulator itself, such as DDP's reducer)."""
+    within an ulp of eager's, not bitwise; ATen kernels: Inductor's code adds its own way) or
+    "autograd" (one launch per parameter after it; needed by hooks on the gradient
+    accumulator itself, such as DDP's reducer)."""
     grads_in_arena: bool = True
     """Under CUDA graphs, write parameter gradients into saved bytes of the slot's arena the
     backward has finished reading (``fxslots.overlay``), instead of a buffer of their own, once

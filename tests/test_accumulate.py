@@ -561,19 +561,24 @@ class _Square(torch.nn.Module):
         return self.b(torch.nn.functional.gelu(self.a(x)))
 
 
-def test_fused_accumulation_adds_each_weight_gradient_in_its_product(stand_in_graphs):  # noqa: F811
+@pytest.mark.parametrize("in_flight", [1, 3], ids=["sequential", "in-flight"])
+def test_fused_accumulation_adds_each_weight_gradient_in_its_product(stand_in_graphs, in_flight):  # noqa: F811,E501
     """grad_accumulation="fused": under CUDA graphs each weight gradient is added into .grad
     by its GEMM (addmm_, beta=1) where the product was, the bias by the add; the uncaptured
     graph keeps its one add at the end. One rounding instead of two: within float32's
-    precision of eager's sums over steps of three accumulated microbatches."""
+    precision of eager's sums over steps of three accumulated microbatches, one at a time or
+    all three forwards in flight before their backwards."""
     torch.manual_seed(0)
     m = _Square()
     e = copy.deepcopy(m)
     c = torch.compile(m, backend="fxslots",
-                      options={"slots": 1, "grad_accumulation": "fused"})
+                      options={"slots": in_flight, "grad_accumulation": "fused"})
     for _ in range(4):
-        for x in [torch.randn(4, 16) for _ in range(3)]:
-            c(x).square().sum().backward()
+        xs = [torch.randn(4, 16) for _ in range(3)]
+        for i in range(0, 3, in_flight):
+            for loss in [c(x).square().sum() for x in xs[i:i + in_flight]]:
+                loss.backward()
+        for x in xs:
             e(x).square().sum().backward()
         for a, b in zip(m.parameters(), e.parameters(), strict=True):
             torch.testing.assert_close(a.grad, b.grad, rtol=1e-5, atol=1e-5)
