@@ -621,3 +621,46 @@ def test_a_fused_product_adds_its_transpose_the_right_way_round(flips):
     expected = grad + backward(a, b)[0]
     assert fused(a, b, grad) == (None,)
     torch.testing.assert_close(grad, expected, rtol=1e-6, atol=1e-6)
+
+
+def test_golden_fused_accumulating_backward(stand_in_graphs):  # noqa: F811
+    """The captured accumulating backward with grad_accumulation="fused", pinned: each weight's
+    product is an addmm_ into its .grad buffer where the mm was (no gradient temporary), the
+    bias's sum is added by the add after it; then the gradients against eager's."""
+    from expecttest import assert_expected_inline
+
+    from fxslots.printing import format_graph
+
+    torch.manual_seed(0)
+    m = _Square()
+    e = copy.deepcopy(m)
+    c = torch.compile(m, backend="fxslots", options={"slots": 1, "grad_accumulation": "fused"})
+    for _ in range(3):
+        x = torch.randn(4, 16)
+        c(x).square().sum().backward()
+        e(x).square().sum().backward()
+    for a, b in zip(m.parameters(), e.parameters(), strict=True):
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-5, atol=1e-5)
+    assert _StandInGraph.replays > 0
+    assert_expected_inline(format_graph(_variant().accumulate.captured, "backward"), """\
+def backward(
+    primals_2: f32[4, 16],  # read from slot: a view of a staged input
+    mm: f32[4, 16],  # read from slot: group 1 at byte 0
+    gelu: f32[4, 16],  # read from slot: group 2 at byte 512
+    t_1: f32[16, 24],
+    tangents_1: f32[4, 24],
+    grad_0: f32[16, 16],  # the .grad buffer of output 0, added into in the graph
+    grad_2: f32[24, 16],  # the .grad buffer of output 2, added into in the graph
+    grad_3: f32[24],  # the .grad buffer of output 3, added into in the graph
+):
+    t_2: f32[24, 16] = aten.t(t_1)
+    mm_1: f32[4, 16] = aten.mm(tangents_1, t_2)
+    t_3: f32[24, 4] = aten.t(tangents_1)
+    addmm__default_1: f32[24, 16] = aten.addmm_(grad_2, t_3, gelu)  # a matrix product added into its .grad buffer by the GEMM
+    sum_1: f32[1, 24] = aten.sum.dim_IntList(tangents_1, [0], True)
+    view: f32[24] = aten.view(sum_1, [24])
+    _foreach_add__list = aten._foreach_add_.List([grad_3], [view])  # accumulates 1 gradients into their .grad buffers
+    gelu_backward: f32[4, 16] = aten.gelu_backward(mm_1, mm)
+    t_6: f32[16, 4] = aten.t(gelu_backward)
+    addmm__default: f32[16, 16] = aten.addmm_(grad_0, t_6, primals_2)  # a matrix product added into its .grad buffer by the GEMM
+    return [None, None, None, None]""")

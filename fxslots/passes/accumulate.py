@@ -105,6 +105,7 @@ def _fuse(graph: fx.Graph, pairs: list[tuple[fx.Node, fx.Node]], outs: list
                         graph.call_function(aten.t.default, (a,)))
         with graph.inserting_before(mm):
             add = graph.call_function(aten.addmm_.default, (b, a, m))
+        add.meta["val"] = b.meta.get("val")  # in place: the buffer
         add.meta[SLOT_META] = "a matrix product added into its .grad buffer by the GEMM"
     return left
 
