@@ -284,3 +284,24 @@ def test_a_failing_delivery_pass_falls_back_with_a_warning(stand_in_graphs,  # n
     assert_same(ours, run(model, "aot_eager", xs, sched, steps=3))
     with pytest.raises(Exception, match="an unforeseen graph"):
         run(model, "fxslots", xs, sched, options={"slots": 2, "strict": True})
+
+
+def test_a_buffer_replaced_every_step_never_settles_the_allocator(stand_in_graphs,  # noqa: F811
+                                                                  monkeypatch):
+    """A caller that keeps every step's gradients retires the output buffer each backward:
+    its replacement is allocated without emptying the allocator's cache (``ring.lasting``'s
+    ``settle``, a device sync on CUDA), which only first and growing allocations do."""
+    calls = []
+    real = staging.lasting
+    monkeypatch.setattr(staging, "lasting",
+                        lambda n, d, settle=True: (calls.append(settle), real(n, d, settle))[1])
+    torch.manual_seed(0)
+    m = MLP(16, 32, 3)
+    c = torch.compile(m, backend="fxslots", options={"slots": 1})
+    kept = []
+    for step in range(6):
+        if step == 3:
+            settled, start = calls.count(True), len(calls)
+        kept.append(torch.autograd.grad(c(torch.randn(4, 16)).sum(), list(m.parameters())))
+    assert _region_buffer().held >= 3 and False in calls[start:]
+    assert calls.count(True) == settled, calls

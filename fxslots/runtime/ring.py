@@ -286,13 +286,15 @@ def _best_fit(free: list[Slot], nbytes: int, host_nbytes: int) -> Slot:
     return max(free, key=lambda s: (s.nbytes, -s.index))
 
 
-def lasting(nbytes: int, device: torch.device) -> torch.Tensor:
+def lasting(nbytes: int, device: torch.device, settle: bool = True) -> torch.Tensor:
     """``nbytes`` of device memory that lives as long as its region (an arena, an output or
-    staging buffer). The caching allocator first gives back the segments it keeps free, so this
-    takes a hole in a segment in use or a segment of its own, never part of a free one that it
-    would then keep reserved, free remainder and all, for the rest of training: heavy's output
-    buffer held 62 MiB that way (H200 run 34a). Once per allocation, which happens while a
-    variant warms up or grows, as each capture already empties the cache."""
-    if device.type == "cuda" and not torch.cuda.is_current_stream_capturing():
+    staging buffer). With ``settle``, the caching allocator first gives back the segments it
+    keeps free, so this takes a hole in a segment in use or a segment of its own, never part of
+    a free one that it would then keep reserved, free remainder and all, for the rest of
+    training: heavy's output buffer held 62 MiB that way (H200 run 34a). Settling syncs the
+    device, so only allocations made while a variant warms up or grows settle (each capture
+    empties the cache then too); a buffer replaced because the caller holds the last one, which
+    a loop keeping its results does every step, does not (``staging.OutputBuffer.alias``)."""
+    if settle and device.type == "cuda" and not torch.cuda.is_current_stream_capturing():
         torch.cuda.empty_cache()
     return torch.empty(max(nbytes, 1), dtype=torch.uint8, device=device)

@@ -284,8 +284,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "fxslots donates no saved tensor to its backward (retain_graph, create_graph run)",
            "cpu", (f"{BAD}::test_create_graph_after_a_plain_backward",)),
     Mutant("held-gradients-overwritten", STAGING,
-           "        if self.kept():  # retired: the caller keeps its views alive",
-           "        if False:",
+           "        retired = self.kept()",
+           "        retired = False",
            "a backward never writes gradients into memory the caller still holds", "cpu",
            ("tests/test_deliver.py::test_gradients_the_caller_keeps_are_never_overwritten",)),
     Mutant("gradients-never-delivered", DELIVER,
@@ -850,6 +850,13 @@ MUTANTS: tuple[Mutant, ...] = (
            "a fused product adds into .grad (beta=1), never overwrites it", "cpu",
            ("tests/test_accumulate.py::"
             "test_fused_accumulation_adds_each_weight_gradient_in_its_product",)),
+    Mutant("retired-buffer-settles-the-allocator", "fxslots/runtime/cudagraphs/staging.py",
+           "        self.ensure(nbytes, device, settle=not retired)",
+           "        self.ensure(nbytes, device, settle=True)",
+           "a buffer replaced because the caller holds the last one is allocated without "
+           "emptying the allocator's cache (a device sync each step)", "cpu",
+           ("tests/test_deliver.py::"
+            "test_a_buffer_replaced_every_step_never_settles_the_allocator",)),
     Mutant("lasting-buffer-in-a-cached-segment", "fxslots/runtime/ring.py",
            "        torch.cuda.empty_cache()\n",
            "        pass\n",

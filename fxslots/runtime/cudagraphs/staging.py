@@ -78,19 +78,21 @@ class OutputBuffer:
         self._owner = None
 
     def alias(self, nbytes: int, device: torch.device):
-        if self.kept():  # retired: the caller keeps its views alive
+        retired = self.kept()
+        if retired:  # the caller keeps its views alive
             self.held += 1
             self.tensor = None
-        self.ensure(nbytes, device)
+        self.ensure(nbytes, device, settle=not retired)
         alias = _torch.storage_alias(self.tensor.data_ptr(), device, max(nbytes, 1))
         self._owner = _torch.StorageWeakRef(alias)
         state.keep_while_viewed(self.tensor, self._owner)
         return alias
 
-    def ensure(self, nbytes: int, device: torch.device) -> None:
-        """At least ``nbytes`` on ``device``: a new allocation (generation) where it has not."""
+    def ensure(self, nbytes: int, device: torch.device, settle: bool = True) -> None:
+        """At least ``nbytes`` on ``device``: a new allocation (generation) where it has not
+        (``ring.lasting``'s ``settle``)."""
         if self.tensor is None or self.tensor.numel() < nbytes or self.tensor.device != device:
-            self.tensor = lasting(nbytes, device)
+            self.tensor = lasting(nbytes, device, settle)
             self.generation = next(_generations)
 
     def kept(self) -> bool:
