@@ -33,7 +33,7 @@ class Prepared:
 
 
 def prepare(model: Any, examples: Sequence[Any], *, slots: int = 1,
-            in_flight: bool = False) -> Prepared:
+            in_flight: bool = False, hold_outputs: bool = False) -> Prepared:
     """Run ``model`` (compiled with ``backend="fxslots"``) forward and backward on every example
     (a tuple of arguments, or one tensor), ``slots`` microbatches in flight, twice: the first
     pass compiles, sizes the arenas (largest example first, so they grow once) and warms up,
@@ -45,7 +45,12 @@ def prepare(model: Any, examples: Sequence[Any], *, slots: int = 1,
     is then their number). Each then runs only on the slot it will take in training, so each
     slot is sized for its own microbatch, not every slot for the largest.
 
-    Afterwards a capture during training is a shape ``examples`` did not cover (logged once).
+    ``hold_outputs=True``: the loop holds each output through its backward and the next
+    forward (``out = model(x); loss = f(out); loss.backward()``): the graphs of a slot's two
+    output buffers, each backward's tangents in the other (``delivery.tangent_buffer``), are
+    captured too. Left False (one buffer, for a loop that lets each output go), such a loop
+    captures them in its first steps, logged. Afterwards a capture during training is a shape
+    ``examples`` did not cover (logged once).
     """
     if not examples:
         raise FxslotsError("fxslots.prepare got no examples; pass one argument tuple per shape "
@@ -57,7 +62,7 @@ def prepare(model: Any, examples: Sequence[Any], *, slots: int = 1,
         time.perf_counter()
     module = _module_of(model)
     with restored(module), _preparing():
-        _run_passes(model, module, calls, slots, in_flight)
+        _run_passes(model, module, calls, slots, in_flight, hold_outputs)
     if any(a.is_cuda for args in calls for a in args if isinstance(a, torch.Tensor)):
         torch.cuda.synchronize()
     report = Prepared(len(calls), state.counters["compiles"] - compiles,
@@ -69,37 +74,53 @@ def prepare(model: Any, examples: Sequence[Any], *, slots: int = 1,
 
 
 def _run_passes(model: Any, module: torch.nn.Module | None, calls: list, slots: int,
-                in_flight: bool) -> None:
+                in_flight: bool, hold: bool) -> None:
     """Twice (compile and warm up, then capture), every backward graph a slot can run: the
-    one that returns gradients (no ``.grad`` yet) and the one that adds into ``.grad``."""
-    def one_pass() -> None:
+    one that returns gradients (no ``.grad`` yet) and the one that adds into ``.grad``; with
+    ``hold``, twice more holding each group's outputs until the next group's forwards have
+    run: the graphs of both output buffers."""
+    held: list = []
+
+    def one_pass(keep: bool = False) -> None:
         groups = [calls] if in_flight else [[args] * slots for args in calls]
         for group in groups:
             for first in range(len(group)):
-                _in_flight(model, module, group, first)
+                _in_flight(model, module, group, first, held if keep else None)
 
-    for _ in range(2):
-        one_pass()
+    def passes(n: int) -> None:
+        for _ in range(n):
+            one_pass()
+        for _ in range(2 if hold else 0):
+            one_pass(keep=True)
+        held.clear()
+
+    passes(2)
     # A loop that drops gradients before each forward gets backwards that write them into
     # the arena (fxslots.overlay); which loop comes is not known yet: capture those too.
     # (A model that is no Module cannot have its gradients dropped between passes.)
     with _gradients_in_arenas() as any_:
         if any_ and module is not None:
-            one_pass()
+            passes(1)
 
 
-def _in_flight(model: Any, module: torch.nn.Module | None, group: list, first: int) -> None:
+def _in_flight(model: Any, module: torch.nn.Module | None, group: list, first: int,
+               held: list | None) -> None:
     """Every forward of ``group`` (argument tuples, in flight together) in order, then the
     backwards, ``first``'s first: it returns its gradients (no ``.grad`` yet), the others add
     into them. The forwards alone decide which slot each takes; the backwards' order moves
     nothing, so rotating ``first`` gives every slot both backward graphs. Each output is let
     go before the backwards, as a loop that turns it into its loss at once does: its slot's
     output buffer is then free, and the backward's tangents are staged there
-    (``delivery.tangent_buffer``); those are the graphs such a loop replays."""
+    (``delivery.tangent_buffer``); those are the graphs such a loop replays. Given ``held``
+    (the last call's outputs), the forwards run while it holds them, then it holds the new
+    ones through the backwards instead, as ``out = model(x); f(out).backward()`` does."""
     if module is not None:
         module.zero_grad(set_to_none=True)
-    losses = [[o.float().sum() for o in _tensors(model(*args)) if o.requires_grad]
-              for args in group]
+    outs = [[o for o in _tensors(model(*args)) if o.requires_grad] for args in group]
+    losses = [[o.float().sum() for o in out] for out in outs]
+    if held is not None:
+        held[:] = [o for out in outs for o in out]
+    del outs
     losses.insert(0, losses.pop(first))
     for loss in losses:
         if loss:

@@ -177,9 +177,13 @@ def test_outputs_dropped_before_the_next_forward_keep_one_buffer(stand_in_graphs
             addresses.add(out.data_ptr())
         out.sum().backward()
         del out
-    (banks,) = fxslots.regions()[0].forward_outputs.values()
+    (region,) = fxslots.regions()
+    (banks,) = region.forward_outputs.values()
     first, second = banks.banks
-    assert len(addresses) == 1 and banks.held == 0 and second.tensor is None
+    # out is held through its backward: the tangents go to the second buffer, in place of
+    # the staging buffer (delivery.tangent_buffer); the outputs stay in the first
+    assert len(addresses) == 1 and banks.held == 0
+    assert second.tensor is not None and region.staging.tensor is None
     lo = first.tensor.data_ptr()
     assert lo <= addresses.pop() < lo + first.tensor.numel()
 
@@ -214,7 +218,9 @@ def test_the_output_held_until_the_next_forward_returns_alternates_two_buffers(
     where = [next(i for i, (lo, hi) in enumerate(spans) if lo <= a < hi) for a in addresses]
     assert where == [0, 1] * 3 + [0], where
     assert banks.held == 0 and OutKind.POOL not in kinds and OutKind.BUFFER in kinds, kinds
-    assert fxslots.counters["captures"] - before == 3  # the backward, a forward per buffer
+    # a forward per buffer; the backward at step 1 stages its tangents in the second buffer,
+    # from step 2 on in the staging buffer: ``last`` holds both outputs through each backward
+    assert fxslots.counters["captures"] - before == 4
 
 
 def test_a_moved_gradient_buffer_leaves_the_forward_graphs(stand_in_graphs,  # noqa: F811
@@ -278,6 +284,16 @@ def _step(model, x, z, w):
     (model(x, z) * w).sum().backward()  # the output is let go before its backward
 
 
+def _twins(slots: int, width: int = 16):
+    """A _PassThrough under fxslots and its copy under aot_eager: (module, compiled, twin's
+    module, compiled twin)."""
+    torch.manual_seed(0)
+    m = _PassThrough(width)
+    e = copy.deepcopy(m)
+    return (m, torch.compile(m, backend="fxslots", options={"slots": slots}), e,
+            torch.compile(e, backend="aot_eager"))
+
+
 def test_tangents_are_staged_in_the_output_buffer_the_caller_let_go(
         stand_in_graphs, monkeypatch):  # noqa: F811
     """A loop that turns each output (1 MiB: delivered; the input's gradient is not) into its
@@ -325,14 +341,78 @@ def test_prepare_captures_the_graphs_of_a_loop_that_lets_its_outputs_go(
     assert fxslots.regions()[0].staging.tensor is None
 
 
+@pytest.mark.parametrize("hold", [False, True], ids=["prepare", "prepare-hold-outputs"])
+def test_a_loop_that_holds_its_output_stages_tangents_in_the_other_buffer(
+        stand_in_graphs, every_output, caplog, hold):  # noqa: F811
+    """``out = model(x); loss = f(out); loss.backward()``: ``out`` is held through its backward
+    and the next forward. Each backward stages its tangents in the slot's buffer the caller
+    does not hold, so the two buffers are all the loop costs (no staging buffer beside them);
+    the held output is never written over, and every gradient matches aot_eager bitwise. After
+    ``prepare`` that loop captures its second buffer's graphs in its first steps, with a
+    warning naming ``hold_outputs=True``; with it, none."""
+    m, c, e, ref = _twins(slots=1)
+    example = (torch.randn(4, 16, requires_grad=True), torch.randn(4, 16))
+    print(fxslots.prepare(c, [example], hold_outputs=hold))
+    before = fxslots.counters["captures"]
+    out = last = None
+    for step in range(6):
+        x, z, w = torch.randn(4, 16), torch.randn(4, 16), torch.randn(4, 16)
+        xs = [x.clone().requires_grad_() for _ in range(2)]
+        out, want = c(xs[0], z), ref(xs[1], z)
+        if last is not None:  # the last output, held through this forward, then let go
+            assert torch.equal(*last), step
+        last = None
+        (out * w).sum().backward()
+        (want * w).sum().backward()
+        assert torch.equal(out, want), step  # held through its backward
+        assert torch.equal(xs[0].grad, xs[1].grad), step
+        assert all(torch.equal(a.grad, b.grad) for a, b in
+                   zip(m.parameters(), e.parameters(), strict=True)), step
+        last = (out, out.detach().clone())  # as ``out`` holds it until it is rebound
+        for mod in (m, e):
+            mod.zero_grad(set_to_none=True)
+    (region,) = fxslots.regions()
+    assert region.staging.tensor is None
+    assert all(b.tensor is not None for b in region.forward_outputs[0].banks)
+    # without hold_outputs: the second buffer's forward and its backward, which returns the
+    # gradients, then (the loop drops them) writes them into the arena
+    assert fxslots.counters["captures"] - before == (0 if hold else 3)
+    assert ("hold_outputs=True" in caplog.text) is not hold
+
+
+def test_a_backward_that_cannot_be_captured_stages_no_tangents(stand_in_graphs, every_output,
+                                                               monkeypatch):  # noqa: F811
+    """A backward that no CUDA graph may capture (a sync inside it, say) runs every call
+    uncaptured, and so does its forward: its tangents stay where they are, and no output buffer
+    or staging buffer is allocated only to hold them. Gradients match aot_eager bitwise."""
+    from fxslots import backend
+
+    capturable = backend.uncapturable_reason
+    monkeypatch.setattr(backend, "uncapturable_reason", lambda saved, gm, *rest: (
+        "a sync (test)" if saved is None else capturable(saved, gm, *rest)))
+    m, c, e, ref = _twins(slots=2)
+    for step in range(4):
+        x, z, w = torch.randn(4, 16), torch.randn(4, 16), torch.randn(4, 16)
+        got, want = (torch.autograd.grad((f(x_, z) * w).sum(), [x_, *mod.parameters()])
+                     for f, mod, x_ in ((c, m, x.clone().requires_grad_()),
+                                        (ref, e, x.clone().requires_grad_())))
+        assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True)), step
+    (region,) = fxslots.regions()
+    assert region.staging.tensor is None
+    assert all(b.tensor is None for banks in region.forward_outputs.values()
+               for b in banks.banks)
+    assert fxslots.counters["captures"] == 0
+
+
 def test_a_backward_after_a_held_output_stays_in_the_staging_buffer(
         stand_in_graphs, every_output, monkeypatch):  # noqa: F811
-    """The caller holds its output through the backward: the staging buffer serves, and once
-    it exists every backward stays there (one graph), even one whose output was let go."""
+    """The caller holds its output through the backward, in a ring of two slots: the staging
+    buffer serves (a second output buffer per slot would cost more), and once it exists every
+    backward stays there (one graph), even one whose output was let go."""
     keys = _captured_keys(monkeypatch)
     torch.manual_seed(0)
     m = _PassThrough()
-    c = torch.compile(m, backend="fxslots", options={"slots": 1})
+    c = torch.compile(m, backend="fxslots", options={"slots": 2})
     for step in range(6):
         x = torch.randn(4, 16, requires_grad=True)
         if step < 3:
@@ -391,3 +471,41 @@ def test_cuda_forward_outputs_land_in_the_slot_buffer_and_survive_replays():
     torch.cuda.synchronize()
     for k, c_ in zip(kept, copies, strict=True):
         assert torch.equal(k, c_)
+
+
+@pytest.mark.cuda
+def test_cuda_a_loop_that_holds_its_output_stages_tangents_in_the_other_buffer():
+    """On real CUDA graphs, after ``prepare(hold_outputs=True)``: ``out = model(x); loss =
+    f(out); loss.backward()`` replays both output buffers' graphs with no capture, stages each
+    backward's tangents in the buffer it does not hold (no staging buffer), never writes over
+    the output it holds, and its gradients match eager's."""
+    torch.manual_seed(0)
+    m = _PassThrough(1024).cuda()  # a 1 MiB output at batch 256, f32
+    e = copy.deepcopy(m)
+    c = torch.compile(m, backend="fxslots", options={"slots": 1})
+    example = (torch.randn(256, 1024, device="cuda", requires_grad=True),
+               torch.randn(256, 16, device="cuda"))
+    fxslots.prepare(c, [example], hold_outputs=True)
+    before = fxslots.counters["captures"]
+    out = last = None
+    for step in range(6):
+        x, z, w = (torch.randn(256, n, device="cuda") for n in (1024, 16, 1024))
+        xs = [x.clone().requires_grad_() for _ in range(2)]
+        out, want = c(xs[0], z), e(xs[1], z)
+        if last is not None:
+            assert torch.equal(*last), step
+        last = None
+        torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-5)
+        held = out.detach().clone()
+        (out * w).sum().backward()
+        (want * w).sum().backward()
+        assert torch.equal(out, held), step
+        assert torch.equal(xs[0].grad, w), step  # the tangent itself, handed out as a copy
+        for a, b in zip(m.parameters(), e.parameters(), strict=True):
+            torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-4)
+        last = (out, held)
+        for mod in (m, e):
+            mod.zero_grad(set_to_none=True)
+    (region,) = fxslots.regions()
+    assert region.staging.tensor is None
+    assert fxslots.counters["captures"] == before

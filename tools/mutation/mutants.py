@@ -864,12 +864,31 @@ MUTANTS: tuple[Mutant, ...] = (
            "segment (which it would keep reserved)", "cuda",
            ("tests/test_cuda.py::test_a_lasting_buffer_never_keeps_a_free_segment_reserved",)),
     Mutant("prepare-holds-its-outputs", "fxslots/prepare.py",
-           "    losses = [[o.float().sum() for o in _tensors(model(*args)) if o.requires_grad]\n"
-           "              for args in group]",
-           "    outs = [model(*args) for args in group]\n"
-           "    losses = [[o.float().sum() for o in _tensors(out) if o.requires_grad] for out in outs]",
+           "    del outs\n",
+           "    pass\n",
            "prepare lets each output go before the backwards, as a loop that turns it into its "
            "loss does, and captures the graphs that loop replays (tangents in the output buffer)",
            "cpu", ("tests/test_deliver_forward.py::"
                    "test_prepare_captures_the_graphs_of_a_loop_that_lets_its_outputs_go",)),
+    Mutant("uncaptured-backward-stages-its-tangents", "fxslots/runtime/cudagraphs/executor.py",
+           "        if self.capturing:\n            gargs, tangents_in = self.tangents.stage(",
+           "        if True:\n            gargs, tangents_in = self.tangents.stage(",
+           "a backward that is never captured leaves its tangents where they are: no output or "
+           "staging buffer only to hold them", "cpu",
+           ("tests/test_deliver_forward.py::"
+            "test_a_backward_that_cannot_be_captured_stages_no_tangents",)),
+    Mutant("held-output-tangents-in-the-staging-buffer", "fxslots/runtime/cudagraphs/delivery.py",
+           "variant.region.ring.options.slots > 1",
+           "variant.region.ring.options.slots > 0",
+           "a backward whose output the caller holds stages its tangents in the slot's other "
+           "output buffer (one slot): no staging buffer beside the two", "cpu",
+           ("tests/test_deliver_forward.py::"
+            "test_a_loop_that_holds_its_output_stages_tangents_in_the_other_buffer",)),
+    Mutant("prepare-holds-two-outputs-through-a-backward", "fxslots/prepare.py",
+           "        held[:] = [o for out in outs for o in out]",
+           "        held.extend(o for out in outs for o in out)",
+           "prepare(hold_outputs=True) lets the last outputs go after the next forwards, as "
+           "rebinding ``out`` does, and captures the graphs that loop replays", "cpu",
+           ("tests/test_deliver_forward.py::"
+            "test_a_loop_that_holds_its_output_stages_tangents_in_the_other_buffer",)),
 )

@@ -208,17 +208,20 @@ def tangent_buffer(variant: Any, slot: Slot, nbytes: int, drop: Any) -> Any:
     tangents fit (a tangent has its output's shape) and, once the caller let go of what was
     handed out of it, nothing reads it until the slot's next forward writes it; so the staging
     buffer, as large as the tangents and idle outside a backward, is never allocated: heavy's
-    64 MiB (H200 run 33a). The first buffer is allocated here if no forward has yet (the
-    warm-up's backward), never a second one only for tangents (one per slot: more than the
-    staging buffer, one per region). Once the staging buffer exists (a caller that held its
-    output through a backward), every backward stays there: one graph, not one per place."""
+    64 MiB (H200 run 33a). Where the caller holds the output through its backward
+    (``out = model(x); loss = f(out); loss.backward()``), the slot's other buffer serves: that
+    loop holds ``out`` through the next forward too, which writes the other buffer anyway
+    (``staging.OutputBanks``), so the two buffers are all it costs, as eager holds an output and
+    its gradient. It is allocated for tangents alone only in a ring of one slot, where it costs
+    what the staging buffer would; with more slots that is one per slot against one per region.
+    Once the staging buffer exists, every backward stays there: one graph, not one per place."""
     d = variant.deliver_forward
     banks = variant.region.outputs_of_slot(slot.index) if d is not None else None
     if (banks is None or not banks.delivering or nbytes > d.nbytes
             or variant.region.staging.tensor is not None):
         return None
     buffer = banks.unheld()
-    if buffer is None or (buffer.tensor is None
+    if buffer is None or (buffer.tensor is None and variant.region.ring.options.slots > 1
                           and any(b.tensor is not None for b in banks.banks)):
         return None
     _moving(buffer, drop, lambda: buffer.ensure(d.nbytes, variant.device))

@@ -113,7 +113,10 @@ class GraphExecutor:
         if self._tangents is None:
             self._tangents = _torch.tangent_indices(variant.backward_graph)
         tangents = [i for i in self._tangents if isinstance(args[i], torch.Tensor)]
-        gargs, tangents_in = self.tangents.stage(variant, slot, args, tangents, self._drop)
+        if self.capturing:
+            gargs, tangents_in = self.tangents.stage(variant, slot, args, tangents, self._drop)
+        else:  # no graph reads them at a fixed address: they stay where they are
+            gargs, tangents_in = list(args), -1
         gargs += grads or []
         outputs = self.region.outputs_for(slot.params)
         target = self._deliver_into(variant, outputs, slot) if grads is None else None
@@ -214,13 +217,22 @@ class GraphExecutor:
         if not state.preparing and not variant.region.noted_capture and not key.overlay:
             variant.region.noted_capture = True
             log.warning("fxslots: %s captured a CUDA graph for a shape or slot it had not seen "
-                        "(%s) while training; fxslots.prepare(model, examples) captures every "
-                        "shape up front (with in_flight=True, microbatches in flight as a "
-                        "GPipe pass holds them)", variant.name, key.direction.value)
+                        "(%s) while training; %s", variant.name, key.direction.value,
+                        self._prepare_hint(key))
         cap = self._describe(graph, outs, key, slot, gargs, stage, nargs)
         del outs  # pool outputs die here; their bytes may serve later captures as scratch
         self.graphs[key] = cap
         return cap
+
+    def _prepare_hint(self, key: CaptureKey) -> str:
+        """What ``prepare`` call would have captured the graph of ``key`` up front."""
+        second = self.region.outputs_of_slot(key.slot).banks[1].generation  # 0: none yet
+        if second and second in (key.delivers, key.tangents_in):
+            return ("the loop holds an output through its backward or the next forward, and "
+                    "fxslots.prepare(model, examples, hold_outputs=True) captures the graphs "
+                    "of such a loop up front")
+        return ("fxslots.prepare(model, examples) captures every shape up front (with "
+                "in_flight=True, microbatches in flight as a GPipe pass holds them)")
 
     def _describe(self, graph, outs, key, slot, gargs, stage, nargs) -> Captured:
         staged = {i for i, _ in stage}
