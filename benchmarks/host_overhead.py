@@ -50,18 +50,23 @@ def _free_graphs() -> None:
 
 
 COMPONENTS = [
-    # (label, module, owner, attribute): timed inclusive of what they call.
+    # (label, module, owner, attribute): timed inclusive of what they call. An owner of None:
+    # a function of the module, timed where the module calls it from.
     ("forward call", "fxslots.runtime.variant", "Variant", "forward"),
     ("  slot acquire", "fxslots.runtime.ring", "SlotRing", "acquire"),
     ("  layout lookup", "fxslots.runtime.variant", "Variant", "layout"),
+    ("  note autograd node", "fxslots.runtime.variant", "Variant", "_note_node"),
+    ("  output buffer choice", "fxslots.runtime.cudagraphs.executor", None, "forward_buffer"),
     ("  replay + input staging", "fxslots.runtime.cudagraphs.executor", "GraphExecutor",
      "_replay"),
     ("  outputs (views, copies)", "fxslots.runtime.cudagraphs.outputs", "Captured", "results"),
     ("backward call", "fxslots.runtime.variant", "Variant", "backward"),
     ("  find slot", "fxslots.runtime.ring", "SlotRing", "find"),
     ("  .grad buffers check", "fxslots.runtime.variant", "Variant", "_grad_buffers"),
-    ("  tangent staging", "fxslots.runtime.cudagraphs.executor", "GraphExecutor",
-     "_stage_backward"),
+    ("  alone in its pass", "fxslots.runtime.variant", "Variant", "_alone_in_backward"),
+    ("  tangent staging", "fxslots.runtime.cudagraphs.delivery", "Tangents", "stage"),
+    ("  gradient target", "fxslots.runtime.cudagraphs.executor", "GraphExecutor",
+     "_deliver_into"),
     ("  release", "fxslots.runtime.ring", "SlotRing", "release"),
 ]
 
@@ -72,8 +77,9 @@ def _timed_components() -> dict[str, list[float]]:
 
     totals: dict[str, list[float]] = {}
     for label, mod, owner, attr in COMPONENTS:
-        cls = getattr(importlib.import_module(mod), owner)
-        fn = getattr(cls, attr)
+        module = importlib.import_module(mod)
+        where = module if owner is None else getattr(module, owner)
+        fn = getattr(where, attr)
         totals[label] = acc = [0.0, 0]
 
         def timed(*a, _fn=fn, _acc=acc, **k):
@@ -84,7 +90,8 @@ def _timed_components() -> dict[str, list[float]]:
                 _acc[0] += time.perf_counter() - t0
                 _acc[1] += 1
 
-        setattr(cls, attr, timed)
+        setattr(where, attr, staticmethod(timed) if isinstance(
+            where.__dict__.get(attr), staticmethod) else timed)
     return totals
 
 

@@ -877,6 +877,13 @@ MUTANTS: tuple[Mutant, ...] = (
            "staging buffer only to hold them", "cpu",
            ("tests/test_deliver_forward.py::"
             "test_a_backward_that_cannot_be_captured_stages_no_tangents",)),
+    Mutant("stale-graphs-dropped-in-one-executor", "fxslots/runtime/cudagraphs/executor.py",
+           "        target = self.deliveries.target(variant, slot, outputs, self._drop_everywhere)",
+           "        target = self.deliveries.target(variant, slot, outputs, self._drop)",
+           "a moved output buffer's graphs are dropped in every executor (every shape that "
+           "wrote it), not only the one that moved it", "cpu",
+           ("tests/test_deliver_forward.py::"
+            "test_a_moved_buffer_leaves_no_stale_graph_in_any_shape",)),
     Mutant("held-output-tangents-in-the-staging-buffer", "fxslots/runtime/cudagraphs/delivery.py",
            "variant.region.ring.options.slots > 1",
            "variant.region.ring.options.slots > 0",

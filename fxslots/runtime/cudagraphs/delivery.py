@@ -235,9 +235,10 @@ def aliased(buffer: Any, nbytes: int, device: Any, drop: Any) -> Any:
 
 def _moving(buffer: Any, drop: Any, act: Any) -> Any:
     """``act()``; where that moved ``buffer``, ``drop`` forgets the graphs that deliver into
-    its old generation or read tangents there. Generations are unique across buffers
-    (``staging._generations``): no graph that writes another buffer (the other of a slot's
-    two, a forward's beside a backward's) is dropped."""
+    its old generation or read tangents there (in every executor: ``GraphExecutor.
+    _drop_everywhere``). Generations are unique across buffers (``staging._generations``): no
+    graph that writes another buffer (the other of a slot's two, a forward's beside a
+    backward's) is dropped."""
     old = buffer.generation
     result = act()
     if buffer.generation != old:

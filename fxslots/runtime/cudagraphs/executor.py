@@ -73,6 +73,16 @@ class GraphExecutor:
         self.tangents.views = {}
         self._drop(lambda k: k.direction is Direction.BACKWARD)
 
+    @staticmethod
+    def _drop_everywhere(stale) -> None:
+        """Forget the graphs ``stale`` names in every executor: an output buffer's generation
+        is unique in the process (``staging._generations``), and the variants of other shapes
+        that write the same slot's buffer cached graphs of its old one too."""
+        for region in list(state.regions.values()):
+            for v in region.live_variants():
+                if isinstance(v.executor, GraphExecutor):
+                    v.executor._drop(stale)
+
     def _drop(self, stale) -> None:
         # Rebuilt, not deleted from in place: freeing a graph can run finalizers (a model's
         # last parameter dying frees its region) that drop graphs here too.
@@ -85,7 +95,7 @@ class GraphExecutor:
         if slot is None:  # nothing to save and nothing to stage: no graph needed
             return variant.runner(Direction.FORWARD)(*args)
         into, generation = forward_buffer(variant, slot, self.capturing and (
-            Direction.FORWARD, False, False) in self.warm, self._drop)
+            Direction.FORWARD, False, False) in self.warm, self._drop_everywhere)
         key = CaptureKey(Direction.FORWARD, slot.index, slot.generation, 0, layout.key,
                          delivers=generation, params=slot.params)
         cap = self.graphs.get(key)
@@ -114,7 +124,8 @@ class GraphExecutor:
             self._tangents = _torch.tangent_indices(variant.backward_graph)
         tangents = [i for i in self._tangents if isinstance(args[i], torch.Tensor)]
         if self.capturing:
-            gargs, tangents_in = self.tangents.stage(variant, slot, args, tangents, self._drop)
+            gargs, tangents_in = self.tangents.stage(variant, slot, args, tangents,
+                                                     self._drop_everywhere)
         else:  # no graph reads them at a fixed address: they stay where they are
             gargs, tangents_in = list(args), -1
         gargs += grads or []
@@ -152,7 +163,7 @@ class GraphExecutor:
             return None
         if d.kernel is None and (Direction.BACKWARD, False, False) not in self.warm:
             return None  # ATen: the plain backward warms up (no buffer held during it)
-        target = self.deliveries.target(variant, slot, outputs, self._drop)
+        target = self.deliveries.target(variant, slot, outputs, self._drop_everywhere)
         if not outputs.delivering:
             log.info("%s: the caller kept the gradients of %d backwards past the next one; "
                      "gradients are copied out from now on", variant.name, outputs.held)
