@@ -13,7 +13,14 @@ ratio of each pair is the sample, reported as median and min-max.
         [--steps 8] [--out paired.json] [--smoke]
 
 A backend is ``name[:schedule][+option=value...]``: ``fxslots:accum`` runs fxslots on another
-schedule, ``fxslots+offload=auto`` with that option (a value is read as JSON when it parses).
+schedule, ``fxslots+offload=auto`` with that option (a value is read as JSON when it parses);
+``+dynamic=true`` / ``+dynamic=false`` is ``torch.compile``'s ``dynamic`` (any backend).
+``--warmup-seqs``: the warm-up part's 16 sequence variants instead of the model's, each warmed
+up (compiled, captured) before timing, so the steady steps of bench.py's warm-up part compare
+pair by pair:
+
+    python benchmarks/paired.py launch-bound sequential \
+        fxslots+dynamic=true,reduce-overhead+dynamic=false --warmup-seqs
 
 Every backend's gradients are checked against eager after timing (as bench.py does).
 """
@@ -50,21 +57,23 @@ def parse_backend(spec: str) -> tuple[str, str | None, dict]:
 
 
 def build_case(model: str, schedule: str, backend: str, smoke: bool = False,
-               options: dict | None = None):
+               options: dict | None = None, seqs: tuple[int, ...] | None = None):
     """One benchmark case, compiled but not run: (its step with zero_grad, the compiled model,
-    the workload, the bare step). ``options``: fxslots options beyond the schedule's slots."""
+    the workload, the bare step). ``options``: fxslots options beyond the schedule's slots
+    (``dynamic``: torch.compile's); ``seqs``: sequence variants other than the model's."""
     device = "cpu" if smoke else "cuda"
-    work = bench_work.Workload(bench_plan.model_config(model, smoke), device,
+    work = bench_work.Workload(bench_plan.model_config(model, smoke), device, seqs=seqs,
                                microbatches=4 if schedule == "1f1b" else 1)
     options = {"slots": bench_plan.slots_for(schedule, len(work.seqs)), **(options or {})}
-    f = bench_work.compile_case(work.model, backend, options, None)
+    dynamic = options.pop("dynamic", None)
+    f = bench_work.compile_case(work.model, backend, options, dynamic)
     step = bench_work.make_step(schedule, work, bench_work.mark_for(backend))
     return bench_work.with_zero_grad(step, work.model, schedule), f, work, step
 
 
-def _case(model: str, schedule: str, backend: str, smoke: bool, options: dict):
+def _case(model: str, schedule: str, backend: str, smoke: bool, options: dict, seqs=None):
     """``build_case``, warmed up."""
-    run, f, work, step = build_case(model, schedule, backend, smoke, options)
+    run, f, work, step = build_case(model, schedule, backend, smoke, options, seqs)
     for k in range(3 * bench_work.steps_per_pass(schedule, work)):
         run(f, k)
     bench_work.sync(work.device)
@@ -72,14 +81,14 @@ def _case(model: str, schedule: str, backend: str, smoke: bool, options: dict):
 
 
 def paired(model: str, schedule: str, backends: list[str], reps: int, steps: int,
-           smoke: bool = False) -> dict:
+           smoke: bool = False, seqs: tuple[int, ...] | None = None) -> dict:
     import fxslots
 
     cases, plans = {}, {}
     for b in backends:
         backend, own_schedule, options = parse_backend(b)
         before = {id(r) for r in fxslots.regions()}
-        cases[b] = _case(model, own_schedule or schedule, backend, smoke, options)
+        cases[b] = _case(model, own_schedule or schedule, backend, smoke, options, seqs)
         if backend == "fxslots":  # its own regions' plans: what offload chose, the copies
             plans[b] = bench_work.fxslots_figures(
                 [r for r in fxslots.regions() if id(r) not in before])
@@ -90,7 +99,7 @@ def paired(model: str, schedule: str, backends: list[str], reps: int, steps: int
             run, f, work, _ = cases[b]
             ms[b] += bench_work.timed_reps(run, f, work.device, 1, steps)
     base = backends[-1]
-    out = {"model": model, "schedule": schedule, "reps": reps, "steps": steps,
+    out = {"model": model, "schedule": schedule, "reps": reps, "steps": steps, "seqs": seqs,
            "torch": torch.__version__, "ms_per_step": ms, "base": base, "ratios": {},
            "max_grad_err": {}, "plans": plans, "link_bytes_per_s": _links()}
     for b in backends:
@@ -139,9 +148,14 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--out", default=None)
     ap.add_argument("--smoke", action="store_true", help="the tiny models, on CPU")
+    ap.add_argument("--warmup-seqs", action="store_true",
+                    help="the warm-up part's 16 sequence variants, not the model's")
     args = ap.parse_args()
+    seqs = None
+    if args.warmup_seqs:
+        seqs = bench_plan.SMOKE_WARMUP_SEQS if args.smoke else bench_plan.WARMUP_SEQS
     res = paired(args.model, args.schedule, args.backends.split(","), args.reps, args.steps,
-                 args.smoke)
+                 args.smoke, seqs)
     print(table(res))
     if args.out:
         with open(args.out, "w") as fh:

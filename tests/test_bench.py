@@ -226,3 +226,19 @@ def test_paired_options_reach_the_compiled_case_on_cpu():
     with fxslots.report.recording() as records:
         run(f, 0)
     assert records and all(r.plan.offloaded_bytes != 0 for r in records if r.plan is not None)
+
+
+def test_paired_warm_up_variants_compile_dynamic_where_asked_on_cpu():
+    """``--warmup-seqs`` with ``+dynamic=true``: one compile serves the 16 variants, each warmed
+    up before timing, and the gradients still match eager's."""
+    import paired
+
+    import fxslots
+    from bench_plan import SMOKE_WARMUP_SEQS
+
+    before = fxslots.counters["compiles"]
+    res = paired.paired("launch-bound", "sequential", ["fxslots+dynamic=true", "eager"], 2, 2,
+                        smoke=True, seqs=SMOKE_WARMUP_SEQS)
+    assert res["seqs"] == SMOKE_WARMUP_SEQS and len(SMOKE_WARMUP_SEQS) == 16
+    assert fxslots.counters["compiles"] - before <= 2  # forward + backward, not one per shape
+    assert res["max_grad_err"]["fxslots+dynamic=true"] == 0.0
