@@ -77,22 +77,20 @@ def _run_passes(model: Any, module: torch.nn.Module | None, calls: list, slots: 
                 in_flight: bool, hold: bool) -> None:
     """Twice (compile and warm up, then capture), every backward graph a slot can run: the
     one that returns gradients (no ``.grad`` yet) and the one that adds into ``.grad``; with
-    ``hold``, twice more holding each group's outputs until the next group's forwards have
-    run: the graphs of both output buffers."""
-    held: list = []
-
-    def one_pass(keep: bool = False) -> None:
-        groups = [calls] if in_flight else [[args] * slots for args in calls]
-        for group in groups:
-            for first in range(len(group)):
-                _in_flight(model, module, group, first, held if keep else None)
+    ``hold``, then each group twice in a row, holding its outputs until the next call's
+    forwards have run: its forwards into the slot's other output buffer and its backwards'
+    tangents in each (group by group, so every shape takes both buffers)."""
+    groups = [calls] if in_flight else [[args] * slots for args in calls]
 
     def passes(n: int) -> None:
         for _ in range(n):
-            one_pass()
-        for _ in range(2 if hold else 0):
-            one_pass(keep=True)
-        held.clear()
+            for group in groups:
+                for first in range(len(group)):
+                    _in_flight(model, module, group, first, None)
+        for group in groups if hold else ():
+            held: list = []
+            for first in (0, 0) if len(group) == 1 else range(len(group)):
+                _in_flight(model, module, group, first, held)
 
     passes(2)
     # A loop that drops gradients before each forward gets backwards that write them into

@@ -313,14 +313,14 @@ def _step(model, x, z, w):
     (model(x, z) * w).sum().backward()  # the output is let go before its backward
 
 
-def _twins(slots: int, width: int = 16):
+def _twins(slots: int, width: int = 16, dynamic: bool | None = None):
     """A _PassThrough under fxslots and its copy under aot_eager: (module, compiled, twin's
     module, compiled twin)."""
     torch.manual_seed(0)
     m = _PassThrough(width)
     e = copy.deepcopy(m)
-    return (m, torch.compile(m, backend="fxslots", options={"slots": slots}), e,
-            torch.compile(e, backend="aot_eager"))
+    return (m, torch.compile(m, backend="fxslots", options={"slots": slots}, dynamic=dynamic),
+            e, torch.compile(e, backend="aot_eager", dynamic=dynamic))
 
 
 def test_tangents_are_staged_in_the_output_buffer_the_caller_let_go(
@@ -407,6 +407,34 @@ def test_a_loop_that_holds_its_output_stages_tangents_in_the_other_buffer(
     # gradients, then (the loop drops them) writes them into the arena
     assert fxslots.counters["captures"] - before == (0 if hold else 3)
     assert ("hold_outputs=True" in caplog.text) is not hold
+
+
+@pytest.mark.parametrize("shapes", [(8, 4), (8, 4, 2)], ids=["two", "three"])
+def test_prepare_hold_outputs_captures_both_buffers_of_every_shape(
+        stand_in_graphs, every_output, shapes):  # noqa: F811
+    """Whatever the number of shapes, ``prepare(hold_outputs=True)`` puts each shape's forward
+    in both of the slot's output buffers and its backward's tangents in both: a held loop on
+    any shape, started on either buffer, captures nothing and matches aot_eager bitwise.
+    (Run over all shapes in one sequence, an even number of them kept each shape on one
+    buffer: review of session 20.)"""
+    m, c, e, ref = _twins(slots=1, dynamic=False)  # a variant per shape
+    fxslots.prepare(c, [(torch.randn(r, 16, requires_grad=True), torch.randn(r, 16))
+                        for r in shapes], hold_outputs=True)
+    before = fxslots.counters["captures"]
+    out = None
+    for rows in shapes + shapes[::-1]:
+        for _ in range(3):
+            x, z, w = torch.randn(rows, 16), torch.randn(rows, 16), torch.randn(rows, 16)
+            xs = [x.clone().requires_grad_() for _ in range(2)]
+            out, want = c(xs[0], z), ref(xs[1], z)
+            (out * w).sum().backward()
+            (want * w).sum().backward()
+            assert torch.equal(out, want) and torch.equal(xs[0].grad, xs[1].grad), rows
+            assert all(torch.equal(a.grad, b.grad) for a, b in
+                       zip(m.parameters(), e.parameters(), strict=True)), rows
+            for mod in (m, e):
+                mod.zero_grad(set_to_none=True)
+    assert fxslots.counters["captures"] == before
 
 
 def test_a_backward_that_cannot_be_captured_stages_no_tangents(stand_in_graphs, every_output,

@@ -23,7 +23,8 @@ def calling_node() -> Any:
     for _ in range(16):
         if f is None:
             return None
-        if f.f_code.co_name == "forward":
+        code = f.f_code  # f_locals builds a dict of the frame's locals: only where one is ctx
+        if code.co_name == "forward" and "ctx" in code.co_varnames:
             ctx = f.f_locals.get("ctx")
             if (isinstance(ctx, torch.autograd.function.BackwardCFunction)
                     and type(ctx).__name__ == "CompiledFunctionBackward"):

@@ -190,8 +190,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "an uncaptured forward copies a user output in the slot out for the caller", "cpu",
            (f"{STAND_IN}::test_a_saved_user_output_is_written_in_the_slot_and_copied_out_once",)),
     Mutant("prepare-in-flight-runs-every-slot", "fxslots/prepare.py",
-           "        groups = [calls] if in_flight else [[args] * slots for args in calls]",
-           "        groups = [[args] * slots for args in calls]",
+           "    groups = [calls] if in_flight else [[args] * slots for args in calls]",
+           "    groups = [[args] * slots for args in calls]",
            "prepare(in_flight=True) runs each microbatch on the slot it takes in training only",
            "cpu", ("tests/test_prepare.py::"
                    "test_prepare_in_flight_sizes_each_slot_for_its_own_microbatch",)),
@@ -201,8 +201,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "an input the graph mutates in its staged copy is written back to the caller", "cpu",
            (f"{STAND_IN}::test_mutated_staged_input_reaches_the_caller",)),
     Mutant("replay-ignores-moved-input", "fxslots/runtime/cudagraphs/outputs.py",
-           "            if args[i].data_ptr() != ptr:",
-           "            if False:",
+           "        if [args[i].data_ptr() for i in indices] == ptrs:",
+           "        if True:",
            "a graph is not replayed once an input it points at moved", "cpu",
            (f"{STAND_IN}::test_a_moved_parameter_is_captured_again",
             "tests/test_accumulate.py::test_replaced_buffers_are_never_written_stale")),
@@ -884,6 +884,13 @@ MUTANTS: tuple[Mutant, ...] = (
            "wrote it), not only the one that moved it", "cpu",
            ("tests/test_deliver_forward.py::"
             "test_a_moved_buffer_leaves_no_stale_graph_in_any_shape",)),
+    Mutant("prepare-holds-each-group-once", "fxslots/prepare.py",
+           "            for first in (0, 0) if len(group) == 1 else range(len(group)):",
+           "            for first in (0,) if len(group) == 1 else range(len(group)):",
+           "prepare(hold_outputs=True) runs each shape twice in a row, holding the first run's "
+           "outputs: its forward into both output buffers, its tangents in both", "cpu",
+           ("tests/test_deliver_forward.py::"
+            "test_prepare_hold_outputs_captures_both_buffers_of_every_shape",)),
     Mutant("held-output-tangents-in-the-staging-buffer", "fxslots/runtime/cudagraphs/delivery.py",
            "variant.region.ring.options.slots > 1",
            "variant.region.ring.options.slots > 0",

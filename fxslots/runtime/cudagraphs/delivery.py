@@ -191,6 +191,8 @@ class Tangents:
         at = bank.generation if bank is not None else -1 - self.region.staging.generation
         views = self.views.get((at, shapes))
         if views is None:  # over an alias of the bank: not a hand-out that would hold it
+            if len(self.views) >= 64:  # bounded: places of moved buffers never come back
+                self.views.clear()
             views = self.views[(at, shapes)] = (
                 self.region.staging.views(*packed, variant.device) if bank is None else
                 make_views(_torch.storage_alias(bank.tensor.data_ptr(), variant.device,
@@ -226,6 +228,17 @@ def tangent_buffer(variant: Any, slot: Slot, nbytes: int, drop: Any) -> Any:
         return None
     _moving(buffer, drop, lambda: buffer.ensure(d.nbytes, variant.device))
     return buffer
+
+
+def prepare_hint(region: Any, key: Any) -> str:
+    """What ``prepare`` call would have captured the graph of ``key`` up front."""
+    second = region.outputs_of_slot(key.slot).banks[1].generation  # 0: none yet
+    if second and second in (key.delivers, key.tangents_in):
+        return ("the loop holds an output through its backward or the next forward, and "
+                "fxslots.prepare(model, examples, hold_outputs=True) captures the graphs of "
+                "such a loop up front")
+    return ("fxslots.prepare(model, examples) captures every shape up front (with "
+            "in_flight=True, microbatches in flight as a GPipe pass holds them)")
 
 
 def aliased(buffer: Any, nbytes: int, device: Any, drop: Any) -> Any:

@@ -29,7 +29,7 @@ from ...passes.collect import mutated_placeholders
 from ..layout import geometry_of, make_views, pack, slot_views
 from ..ring import Slot
 from ..variant import Direction, Variant
-from .delivery import Deliveries, Tangents, forward_buffer, warm_up
+from .delivery import Deliveries, Tangents, forward_buffer, prepare_hint, warm_up
 from .keys import CaptureKey
 from .outputs import Captured, OutKind, describe_outputs, own_user_outputs, saved_views
 from .pool import CaptureFailed, CudaCapturer
@@ -229,21 +229,11 @@ class GraphExecutor:
             variant.region.noted_capture = True
             log.warning("fxslots: %s captured a CUDA graph for a shape or slot it had not seen "
                         "(%s) while training; %s", variant.name, key.direction.value,
-                        self._prepare_hint(key))
+                        prepare_hint(self.region, key))
         cap = self._describe(graph, outs, key, slot, gargs, stage, nargs)
         del outs  # pool outputs die here; their bytes may serve later captures as scratch
         self.graphs[key] = cap
         return cap
-
-    def _prepare_hint(self, key: CaptureKey) -> str:
-        """What ``prepare`` call would have captured the graph of ``key`` up front."""
-        second = self.region.outputs_of_slot(key.slot).banks[1].generation  # 0: none yet
-        if second and second in (key.delivers, key.tangents_in):
-            return ("the loop holds an output through its backward or the next forward, and "
-                    "fxslots.prepare(model, examples, hold_outputs=True) captures the graphs "
-                    "of such a loop up front")
-        return ("fxslots.prepare(model, examples) captures every shape up front (with "
-                "in_flight=True, microbatches in flight as a GPipe pass holds them)")
 
     def _describe(self, graph, outs, key, slot, gargs, stage, nargs) -> Captured:
         staged = {i for i, _ in stage}

@@ -42,6 +42,7 @@ class Captured:
     writeback: tuple[tuple[int, torch.Tensor], ...] = ()  # staged inputs the graph mutates
     _by_kind: dict = field(default_factory=dict, init=False)
     _values: list = field(default_factory=list, init=False)  # what results() starts from
+    _static: tuple = field(default=((), ()), init=False)  # static's indices, its data_ptrs
 
     # (output index, kind, geometry) of each output in the slot's arenas: what
     # ``results(..., tokens=True)`` hands out as one token per arena.
@@ -49,6 +50,7 @@ class Captured:
     tokens_ok: bool | None = None  # the executor's verdict: may this forward hand out tokens
 
     def __post_init__(self) -> None:
+        self._static = ([i for i, _ in self.static], [ptr for _, ptr in self.static])
         self._values = [o.value for o in self.outs]
         self.saved_outs = tuple((j, o.kind, o.geometry) for j, o in enumerate(self.outs)
                                 if o.kind in (OutKind.SLOT, OutKind.HOST))
@@ -65,10 +67,10 @@ class Captured:
     def moved(self, args: list[Any]) -> int | None:
         """The first argument not staged by fxslots whose address differs from the capture's
         (a replay would read stale memory there); None when all are in place."""
-        for i, ptr in self.static:  # at every replay: a plain loop
-            if args[i].data_ptr() != ptr:
-                return i
-        return None
+        indices, ptrs = self._static  # at every replay: one comprehension, compared at once
+        if [args[i].data_ptr() for i in indices] == ptrs:
+            return None
+        return next(i for i, ptr in self.static if args[i].data_ptr() != ptr)
 
     def results(self, aliases: tuple[Any, Any], device: torch.device,
                 out: Any = None, tokens: bool = False, delivered: tuple = (None, None)
