@@ -822,7 +822,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "a backward stages its tangents in an output buffer of its slot only where the caller "
            "holds nothing handed out of it", "cpu",
            ("tests/test_deliver_forward.py::"
-            "test_a_backward_after_a_held_output_stays_in_the_staging_buffer",)),
+            "test_a_backward_after_a_held_output_stays_in_the_staging_buffer",
+            "tests/test_output_buffers_fuzz.py")),
     Mutant("staged-tangent-handed-out-in-place", EXECUTOR,
            "        staging = set(arenas) | {t.data_ptr() for t in self._staged_in(key)}",
            "        staging = set(arenas)",
