@@ -437,6 +437,37 @@ def test_prepare_hold_outputs_captures_both_buffers_of_every_shape(
     assert fxslots.counters["captures"] == before
 
 
+@pytest.mark.parametrize("in_flight", [False, True], ids=["slots", "in-flight"])
+def test_prepare_hold_outputs_with_two_slots_leaves_nothing_to_capture(
+        stand_in_graphs, every_output, in_flight):  # noqa: F811
+    """Two slots: a held output's tangents go to the region's staging buffer (a second output
+    buffer per slot would cost more), which ``prepare(hold_outputs=True)`` allocates; then the
+    loop, two microbatches in flight each held through its backward and past the next
+    forwards, captures nothing, and matches aot_eager bitwise."""
+    m, c, e, ref = _twins(slots=2, dynamic=False)
+    fxslots.prepare(c, [(torch.randn(4, 16, requires_grad=True), torch.randn(4, 16))] * 2,
+                    slots=2, in_flight=in_flight, hold_outputs=True)
+    before = fxslots.counters["captures"]
+    held = []
+    for step in range(4):
+        batches = [(torch.randn(4, 16), torch.randn(4, 16), torch.randn(4, 16))
+                   for _ in range(2)]
+        xs = [[x.clone().requires_grad_() for _ in range(2)] for x, _, _ in batches]
+        outs = [(c(x[0], z), ref(x[1], z)) for x, (_, z, _) in zip(xs, batches, strict=True)]
+        held = [o for o, _ in outs]  # the last step's outputs, held through these forwards
+        for (o, want), (_, _, w) in zip(outs, batches, strict=True):
+            (o * w).sum().backward()
+            (want * w).sum().backward()
+            assert torch.equal(o, want), step
+        assert all(torch.equal(x[0].grad, x[1].grad) for x in xs), step
+        assert all(torch.equal(a.grad, b.grad) for a, b in
+                   zip(m.parameters(), e.parameters(), strict=True)), step
+        for mod in (m, e):
+            mod.zero_grad(set_to_none=True)
+    assert fxslots.regions()[0].staging.tensor is not None and len(held) == 2
+    assert fxslots.counters["captures"] == before
+
+
 def test_a_backward_that_cannot_be_captured_stages_no_tangents(stand_in_graphs, every_output,
                                                                monkeypatch):  # noqa: F811
     """A backward that no CUDA graph may capture (a sync inside it, say) runs every call
