@@ -90,8 +90,7 @@ def _timed_components() -> dict[str, list[float]]:
                 _acc[0] += time.perf_counter() - t0
                 _acc[1] += 1
 
-        setattr(where, attr, staticmethod(timed) if isinstance(
-            where.__dict__.get(attr), staticmethod) else timed)
+        setattr(where, attr, timed)
     return totals
 
 

@@ -240,8 +240,9 @@ class Variant:
         return self._shared[1]
 
     def grads_at(self) -> tuple[int, ...]:
-        """The addresses of the ``.grad`` buffers ``_grad_buffers`` last returned (its check
-        reads them every call: nothing to read again)."""
+        """The addresses of the ``.grad`` buffers ``_grad_buffers`` last checked, which are the
+        ones it returned when it returns any (its check reads them every call: nothing to read
+        again)."""
         return self._checked.ptrs
 
     def _grad_buffers(self, slot: Slot | None) -> list[torch.Tensor] | None:
@@ -250,16 +251,16 @@ class Variant:
         region feeds one too, or this backward records a graph (create_graph=True)."""
         if self.accumulate is None or slot is None or torch.is_grad_enabled():
             return None
-        params = [ref() for ref in self._params.get(slot.index, ())]
-        # after zero_grad(set_to_none=True) there is nothing to add into: the checks below
-        # (~10 us a backward, issue 12's host cost) would find nothing either
-        if params and (params[0] is None or params[0].grad is None):
+        # the buffers first: after zero_grad(set_to_none=True) it stops at the first parameter,
+        # before the region-wide checks below (~10 us a backward, issue 12's host cost)
+        grads = _torch.accumulating_grads([ref() for ref in self._params.get(slot.index, ())],
+                                          self._checked)
+        if not grads:
             return None
         if (self._feeds_a_shared_parameter(self._params.get(slot.index, ()))
                 or not self._alone_in_backward(slot)):
             return None
-        grads = _torch.accumulating_grads(params, self._checked)
-        return grads or None
+        return grads
 
 
 class EagerExecutor:
