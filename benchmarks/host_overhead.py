@@ -68,6 +68,10 @@ COMPONENTS = [
     ("  gradient target", "fxslots.runtime.cudagraphs.executor", "GraphExecutor",
      "_deliver_into"),
     ("  release", "fxslots.runtime.ring", "SlotRing", "release"),
+    # AOTAutograd's own per-saved-tensor work around the forward (torch 2.13; absent in some
+    # versions, then left out)
+    ("AOT: save for backward", "torch._functorch._aot_autograd.runtime_wrappers",
+     "_AutogradSavedState", "save_from_forward"),
 ]
 
 
@@ -78,8 +82,10 @@ def _timed_components() -> dict[str, list[float]]:
     totals: dict[str, list[float]] = {}
     for label, mod, owner, attr in COMPONENTS:
         module = importlib.import_module(mod)
-        where = module if owner is None else getattr(module, owner)
-        fn = getattr(where, attr)
+        where = module if owner is None else getattr(module, owner, None)
+        fn = getattr(where, attr, None)
+        if fn is None:
+            continue
         totals[label] = acc = [0.0, 0]
 
         def timed(*a, _fn=fn, _acc=acc, **k):

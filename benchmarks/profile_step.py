@@ -6,7 +6,10 @@
 With a JSON path, also writes each kernel's device microseconds per step (and the step's
 wall and device-busy time), for diffing two backends kernel by kernel (``--diff a b``).
 ``--host``: the Python functions a step spends its host time in (cProfile over ``steps``
-steps, no synchronization inside), for a host-bound model.
+steps, no synchronization inside), for a host-bound model. ``--components``: microseconds per
+call of each part of fxslots' forward and backward wrappers (host_overhead.py's table, here
+with real graphs on the GPU), and of AOTAutograd's handling of the saved tensors. ``--lines``:
+the same wrappers line by line (needs line_profiler).
 """
 
 from __future__ import annotations
@@ -55,6 +58,60 @@ def host(model_name: str, schedule: str, backend: str, steps: str = "200") -> No
     stats.sort_stats("cumulative").print_stats(40)
 
 
+def components(model_name: str, schedule: str, steps: str = "300") -> None:
+    """host_overhead.py's per-part table for fxslots on the GPU, with real replays."""
+    import host_overhead
+
+    totals = host_overhead._timed_components()
+    run, f, _ = _warm_case(model_name, schedule, "fxslots")
+    for acc in totals.values():
+        acc[:] = [0.0, 0]
+    for i in range(int(steps)):
+        run(f, i)
+    torch.cuda.synchronize()
+    print(f"{'component':<28} | us/call")
+    for label, (sec, calls) in totals.items():
+        print(f"{label:<28} | {sec / calls * 1e6 if calls else 0.0:7.1f}")
+
+
+LINES = ("fxslots.runtime.variant:Variant.forward", "fxslots.runtime.variant:Variant.backward",
+         "fxslots.runtime.variant:Variant._note_node", "fxslots._torch.autograd:calling_node",
+         "fxslots.runtime.ring:SlotRing.acquire", "fxslots.runtime.ring:SlotRing._free_slot",
+         "fxslots.runtime.cudagraphs.executor:GraphExecutor.forward",
+         "fxslots.runtime.cudagraphs.executor:GraphExecutor.backward",
+         "fxslots.runtime.cudagraphs.executor:GraphExecutor._replay",
+         "fxslots.runtime.cudagraphs.executor:GraphExecutor._deliver_into",
+         "fxslots.runtime.cudagraphs.outputs:Captured.results",
+         "fxslots.runtime.cudagraphs.outputs:Captured.moved",
+         "fxslots.runtime.cudagraphs.delivery:Tangents.stage",
+         "fxslots.runtime.cudagraphs.delivery:Deliveries.target",
+         "fxslots.runtime.cudagraphs.delivery:forward_buffer",
+         "fxslots.runtime.cudagraphs.staging:copy_staged",
+         "fxslots.runtime.layout:make_views")
+
+
+def lines(model_name: str, schedule: str, steps: str = "300") -> None:
+    """fxslots' per-call wrappers line by line (line_profiler), with real replays."""
+    import importlib
+
+    from line_profiler import LineProfiler
+
+    prof = LineProfiler()
+    for spec in LINES:
+        mod, _, path = spec.partition(":")
+        obj = importlib.import_module(mod)
+        for part in path.split("."):
+            obj = getattr(obj, part)
+        prof.add_function(obj)
+    run, f, _ = _warm_case(model_name, schedule, "fxslots")
+    prof.enable()
+    for i in range(int(steps)):
+        run(f, i)
+    torch.cuda.synchronize()
+    prof.disable()
+    prof.print_stats(output_unit=1e-6, stripzeros=True)
+
+
 def main(model_name: str, schedule: str, backend: str, out: str | None = None) -> None:
     run, f, n = _warm_case(model_name, schedule, backend)
     acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
@@ -97,5 +154,9 @@ if __name__ == "__main__":
         diff(sys.argv[2], sys.argv[3])
     elif sys.argv[1] == "--host":
         host(*sys.argv[2:6])
+    elif sys.argv[1] == "--lines":
+        lines(*sys.argv[2:5])
+    elif sys.argv[1] == "--components":
+        components(*sys.argv[2:5])
     else:
         main(*sys.argv[1:5])

@@ -163,6 +163,10 @@ class _Compiler:
                 summary=lambda n: f"{n} postconditions hold")
         self._schedule(fw, saved, plan, device)
         self.variant = self._variant(fw, plan, binder, device, graphs, static, example_inputs)
+        # in a slot, saved tensors reach the backward as one arena token (runtime.cudagraphs
+        # .outputs): AOTAutograd need not mark their dynamic dims at every call
+        _torch.forget_saved_dynamism(t.output_index - self.num_fwd_outputs for t in saved.tensors
+                                     if t.output_index >= 0)
         findings = self._inductor_forward(fw, example_inputs, static)
         plan = self.variant.plan  # as Inductor's code writes the slot, when it compiled
         self.record = state.record(CompiledGraphs(

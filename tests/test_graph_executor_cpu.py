@@ -419,3 +419,38 @@ def test_a_saved_user_output_is_written_in_the_slot_and_copied_out_once(stand_in
     shared = {g.id for g in records[0].saved.groups if g.user_visible}
     (p,) = [p for p in records[0].plan.placements if p.group in shared]
     assert p.write is Write.OUT and "the caller's copy is made from the slot" in p.reason
+
+
+def test_saved_tensors_in_the_slot_carry_no_dynamic_marks(stand_in_graphs, monkeypatch):
+    """AOTAutograd marks every saved tensor of dynamic shape at every forward (an attribute
+    per tensor, dozens a call); those in the slot reach the backward as the arena token or its
+    views, for which the mark means nothing, so fxslots drops their marks at compile time
+    (``_torch.forget_saved_dynamism``). The inputs saved beside them keep theirs; gradients
+    stay aot_eager's."""
+    from fxslots.runtime.variant import Variant
+
+    marks = ("_dynamo_propagated_dynamic_indices", "_dynamo_weak_dynamic_indices")
+    seen = {"slot": 0, "marked": 0}
+    backward = Variant.backward
+
+    def spy(self, args):
+        for a in args:
+            if isinstance(a, torch.Tensor) and any(s.contains(a) for s in self.ring.slots):
+                seen["slot"] += 1
+                seen["marked"] += any(hasattr(a, m) for m in marks)
+        return backward(self, args)
+
+    monkeypatch.setattr(Variant, "backward", spy)
+    torch.manual_seed(0)
+    ours, ref = MLP(16, 32, 3), MLP(16, 32, 3)
+    ref.load_state_dict(ours.state_dict())
+    f = torch.compile(ours, backend="fxslots", dynamic=True)
+    g = torch.compile(ref, backend="aot_eager", dynamic=True)
+    for n in (4, 6, 8, 4, 6, 8):
+        x = torch.randn(n, 16)
+        f(x).square().sum().backward()
+        g(x).square().sum().backward()
+    assert seen["slot"] > 0 and seen["marked"] == 0, seen
+    assert _StandInGraph.replays > 0
+    for p, q in zip(ours.parameters(), ref.parameters(), strict=True):
+        assert torch.equal(p.grad, q.grad)

@@ -7,7 +7,7 @@ import torch
 
 import fxslots
 from fxslots.options import Options
-from fxslots.runtime.layout import make_views, view_runs
+from fxslots.runtime.layout import geometry_of, grouped_runs, make_views, view_runs
 from fxslots.runtime.ring import SlotRing
 from tests.test_graph_executor_cpu import stand_in_graphs  # noqa: F401
 
@@ -236,3 +236,19 @@ def test_each_variant_in_flight_keeps_to_a_slot_of_its_size():
     slot, alias, _ = ring.acquire(4096, cpu, "v4096")  # none fits: the largest grows
     assert slot.nbytes == 4096 and sorted(s.nbytes for s in ring.slots) == [512, 1024, 1536,
                                                                             4096]
+
+
+def test_grouped_runs_make_few_views_and_keep_each_index_its_own():
+    """Views handed out after each replay are grouped by dtype, shape and stride in offset
+    order (a backward's gradients in the arena's freed holes step down and jump): four 2x2
+    views at descending and shuffled offsets make one run, and each index still gets the view
+    of its own geometry."""
+    f32, f16 = torch.float32, torch.float16
+    geometry = [(f32, off, (2, 2), (2, 1)) for off in (8, 4, 0, 12)] + [(f16, 2, (3,), (1,))]
+    idx, runs = grouped_runs([10, 11, 12, 13, 14], geometry)
+    assert idx == [14, 12, 11, 10, 13]
+    assert runs == ((f16, 2, (3,), (1,), 0, 1), (f32, 0, (2, 2), (2, 1), 4, 4))
+    alias = torch.empty(64, dtype=torch.uint8).untyped_storage()
+    made = dict(zip(idx, make_views(alias, torch.device("cpu"), None, runs), strict=True))
+    for j, g in zip([10, 11, 12, 13, 14], geometry, strict=True):
+        assert geometry_of(made[j]) == g

@@ -885,6 +885,21 @@ MUTANTS: tuple[Mutant, ...] = (
            "wrote it), not only the one that moved it", "cpu",
            ("tests/test_deliver_forward.py::"
             "test_a_moved_buffer_leaves_no_stale_graph_in_any_shape",)),
+    Mutant("slot-saved-tensors-marked-dynamic", "fxslots/_torch/__init__.py",
+           "    return sum(marks.pop(i, None) is not None for i in saved)",
+           "    return 0",
+           "saved tensors in the slot reach the backward without AOTAutograd's per-call dynamic "
+           "marks (an attribute per tensor, meaningless on the arena token)", "cpu",
+           ("tests/test_graph_executor_cpu.py::"
+            "test_saved_tensors_in_the_slot_carry_no_dynamic_marks",)),
+    Mutant("grouped-runs-in-the-given-order", "fxslots/runtime/layout.py",
+           "    return [indices[k] for k in order], view_runs([geometry[k] for k in order])",
+           "    return list(indices), view_runs([geometry[k] for k in order])",
+           "outputs handed out after a replay as views grouped by geometry go each to its own "
+           "index", "cpu",
+           ("tests/test_runtime.py::"
+            "test_grouped_runs_make_few_views_and_keep_each_index_its_own",
+            "tests/test_deliver.py")),
     Mutant("prepare-holds-each-group-once", "fxslots/prepare.py",
            "            for first in (0, 0) if len(group) == 1 else range(len(group)):",
            "            for first in (0,) if len(group) == 1 else range(len(group)):",

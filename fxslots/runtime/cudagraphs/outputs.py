@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from ... import _torch, state
-from ..layout import Geometry, geometry_of, make_views, pack, view_runs
+from ..layout import Geometry, geometry_of, grouped_runs, make_views, pack
 
 _CPU = torch.device("cpu")
 
@@ -57,12 +57,12 @@ class Captured:
         # Grouped once here, not at every replay.
         for kind in (OutKind.SLOT, OutKind.HOST, OutKind.BUFFER, OutKind.ARENA_GRADS):
             idx = [j for j, o in enumerate(self.outs) if o.kind is kind]
-            self._by_kind[kind] = (idx, view_runs([self.outs[j].geometry for j in idx]))
+            self._by_kind[kind] = grouped_runs(idx, [self.outs[j].geometry for j in idx])
         pool = [j for j, o in enumerate(self.outs) if o.kind is OutKind.POOL]
         values = [self.outs[j].value for j in pool]
         geometry, self.pool_nbytes = pack([(v.dtype, tuple(v.shape), v.stride()) for v in values],
                                           16)
-        self._by_kind[OutKind.POOL] = (pool, view_runs(geometry))
+        self._by_kind[OutKind.POOL] = grouped_runs(pool, geometry)
 
     def moved(self, args: list[Any]) -> int | None:
         """The first argument not staged by fxslots whose address differs from the capture's
