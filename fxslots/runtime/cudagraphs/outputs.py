@@ -24,6 +24,10 @@ class OutKind(enum.Enum):
     POOL = "pool"  # pool memory a later replay reuses: copied out for the caller
 
 
+# The kinds handed out as views of an alias, in the order of results()' aliases and delivered.
+_VIEWED = (OutKind.SLOT, OutKind.HOST, OutKind.BUFFER, OutKind.ARENA_GRADS)
+
+
 @dataclass(frozen=True)
 class Out:
     kind: OutKind
@@ -41,6 +45,7 @@ class Captured:
     outs: list[Out]
     writeback: tuple[tuple[int, torch.Tensor], ...] = ()  # staged inputs the graph mutates
     _by_kind: dict = field(default_factory=dict, init=False)
+    _viewed: list = field(default_factory=list, init=False)
     _values: list = field(default_factory=list, init=False)  # what results() starts from
     _static: tuple = field(default=((), ()), init=False)  # static's indices, its data_ptrs
 
@@ -55,9 +60,15 @@ class Captured:
         self.saved_outs = tuple((j, o.kind, o.geometry) for j, o in enumerate(self.outs)
                                 if o.kind in (OutKind.SLOT, OutKind.HOST))
         # Grouped once here, not at every replay.
-        for kind in (OutKind.SLOT, OutKind.HOST, OutKind.BUFFER, OutKind.ARENA_GRADS):
+        # (kind, which alias of results' sources, indices, runs, a slice when the indices
+        # are consecutive) of each kind present: results() loops over these alone
+        self._viewed = []
+        for at, kind in enumerate(_VIEWED):
             idx = [j for j, o in enumerate(self.outs) if o.kind is kind]
             self._by_kind[kind] = grouped_runs(idx, [self.outs[j].geometry for j in idx])
+            if idx:
+                span = slice(min(idx), max(idx) + 1) if max(idx) - min(idx) == len(idx) - 1 else None
+                self._viewed.append((kind, at, *self._by_kind[kind], span))
         pool = [j for j, o in enumerate(self.outs) if o.kind is OutKind.POOL]
         values = [self.outs[j].value for j in pool]
         geometry, self.pool_nbytes = pack([(v.dtype, tuple(v.shape), v.stride()) for v in values],
@@ -86,30 +97,40 @@ class Captured:
         backward that runs uncaptured rebuilds the views from ``saved_outs``. A saved view
         costs autograd a tensor and a detach, ~2 us each: dozens per forward."""
         result = self._values.copy()
-        pool, runs = self._by_kind[OutKind.POOL]
-        if pool:
-            # One buffer and one multi-tensor copy for all outputs (gradients, mostly),
-            # instead of a clone each: the caller owns them, the pool bytes are free again.
-            storage = (out.alias(self.pool_nbytes, device) if out is not None else torch.empty(
-                max(self.pool_nbytes, 1), dtype=torch.uint8, device=device).untyped_storage())
-            copies = make_views(storage, device, None, runs)
-            _torch.foreach_copy_(copies, [self.outs[j].value for j in pool])
-            state.counters["pool_bytes_copied_out"] += self.pool_nbytes
-            for j, c in zip(pool, copies, strict=True):
-                result[j] = c
-        for kind, alias, where in ((OutKind.SLOT, aliases[0], device),
-                                   (OutKind.HOST, aliases[1], _CPU),
-                                   (OutKind.BUFFER, delivered[0], device),
-                                   (OutKind.ARENA_GRADS, delivered[1], device)):
-            idx, runs = self._by_kind[kind]
-            if idx and tokens and kind in (OutKind.SLOT, OutKind.HOST):  # the saved ones
-                token = torch.empty(0, dtype=torch.uint8, device=where).set_(alias)
-                for j in idx:
-                    result[j] = token
-            elif idx:
-                for j, v in zip(idx, make_views(alias, where, None, runs), strict=True):
+        if self._by_kind[OutKind.POOL][0]:
+            self._copy_out(result, device, out)
+        sources = (aliases[0], aliases[1], delivered[0], delivered[1])
+        for kind, at, idx, runs, span in self._viewed:
+            where = _CPU if kind is OutKind.HOST else device
+            if tokens and kind in (OutKind.SLOT, OutKind.HOST):  # the saved ones
+                token = torch.empty(0, dtype=torch.uint8, device=where).set_(sources[at])
+                if span is not None:
+                    result[span] = [token] * len(idx)
+                else:
+                    for j in idx:
+                        result[j] = token
+            else:
+                for j, v in zip(idx, make_views(sources[at], where, None, runs), strict=True):
                     result[j] = v
         return result
+
+    def _copy_out(self, result: list[Any], device: torch.device, out: Any) -> None:
+        """The pool outputs copied into ``out`` (an OutputBuffer) or fresh memory."""
+        pool, runs = self._by_kind[OutKind.POOL]
+        state.counters["pool_bytes_copied_out"] += self.pool_nbytes
+        if out is None and len(pool) == 1:  # a forward's one output: one allocation, one copy
+            v = self.outs[pool[0]].value
+            result[pool[0]] = torch.empty_strided(v.shape, v.stride(), dtype=v.dtype,
+                                                  device=device).copy_(v)
+            return
+        # One buffer and one multi-tensor copy for all outputs (gradients, mostly), instead
+        # of a clone each: the caller owns them, the pool bytes are free again.
+        storage = (out.alias(self.pool_nbytes, device) if out is not None else torch.empty(
+            max(self.pool_nbytes, 1), dtype=torch.uint8, device=device).untyped_storage())
+        copies = make_views(storage, device, None, runs)
+        _torch.foreach_copy_(copies, [self.outs[j].value for j in pool])
+        for j, c in zip(pool, copies, strict=True):
+            result[j] = c
 
 
 def describe_outputs(outs: Any, gargs: list[Any], arenas: dict[int, OutKind],
