@@ -63,7 +63,8 @@ class Slot:
         return 0 if self.host_arena is None else self.host_arena.numel()
 
     def pending(self) -> bool:
-        return any(o is not None and not o.expired() for o in (self.owner, self.host_owner))
+        o, h = self.owner, self.host_owner  # no generator: this runs for every slot at every forward
+        return (o is not None and not o.expired()) or (h is not None and not h.expired())
 
     def lent_out(self) -> bool:
         """Whether gradients someone still uses live in its arena: no forward may write it."""
@@ -280,6 +281,8 @@ def _best_fit(free: list[Slot], nbytes: int, host_nbytes: int) -> Slot:
     schedule with several in flight through every slot and grew each to the largest: the heavy
     MLP's FFFFBBBB held 5.0 GiB in four arenas against eager's 2.95 (H200 run 24c); best fit
     keeps each variant in a slot of its own size, and captures it there only."""
+    if len(free) == 1:
+        return free[0]
     fits = [s for s in free if s.nbytes >= nbytes and s.host_nbytes >= host_nbytes]
     if fits:
         return min(fits, key=lambda s: (s.nbytes + s.host_nbytes, s.index))
