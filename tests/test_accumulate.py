@@ -664,3 +664,39 @@ def backward(
     t_6: f32[16, 4] = aten.t(gelu_backward)
     addmm__default: f32[16, 16] = aten.addmm_(grad_0, t_6, primals_2)  # a matrix product added into its .grad buffer by the GEMM
     return [None, None, None, None]""")
+
+
+def test_each_forward_notes_its_own_node_from_any_call_depth():
+    """The autograd node of each forward (what decides whether its backward may add into
+    .grad itself) is read off the nearest AOTAutograd frame above it; the walk first follows
+    the chain of frames it found last time (``_torch.autograd.calling_node``). Forwards called
+    from two stack depths in turn, and from inside another autograd Function's forward (a frame
+    named ``forward`` holding a ``ctx`` of another kind), each note their own output's node."""
+
+    class Outer(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            with torch.enable_grad():
+                outs.append(c(x))
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    torch.manual_seed(0)
+    c = torch.compile(MLP(), backend="fxslots", options={"slots": 8})
+
+    def deeper(x, n=3):
+        return deeper(x, n - 1) if n else c(x)
+
+    c(torch.randn(4, 16)).sum().backward()  # compiles the backward, which notes nodes
+    outs = []
+    for i in range(6):
+        x = torch.randn(4, 16)
+        outs.append(c(x) if i % 2 else deeper(x))
+    Outer.apply(torch.randn(4, 16))
+    outs.append(deeper(torch.randn(4, 16)))
+    region = next(r for r in fxslots.regions() if r.forward_nodes)
+    assert [o.grad_fn in region.forward_nodes for o in outs] == [True] * len(outs)
+    assert not region.nodes_unknown
