@@ -202,7 +202,7 @@ FOREACH_MAX_BYTES = 16 * 2**20
 def foreach_copy_(dst: list[torch.Tensor], src: list[torch.Tensor]) -> None:
     """One multi-tensor copy kernel for many small tensors, a copy_ of its own for each
     large one (and for all where ``_foreach_copy_`` is missing)."""
-    if not _FOREACH:
+    if not _FOREACH or len(dst) == 1:  # one tensor (a staged input, a tangent): one copy_
         for d, s in zip(dst, src, strict=True):
             d.copy_(s)
         return
