@@ -18,17 +18,8 @@ from .errors import OptionsError, UnsupportedGraphError
 from .fallback import fall_back, run_uncaptured, trace_plainly
 from .options import Options, refusing
 from .passes import (
-    collect_inputs,
-    collect_saved,
-    observe,
-    plan_arena,
-    backward_slot_args,
-    failure_reason,
-    snapshot,
-    rewrite_forward,
-    recomputed_ops,
-    tag_recompute,
-    unplaceable_reason,
+    backward_slot_args, collect_inputs, collect_saved, failure_reason, observe, plan_arena,
+    recomputed_ops, rewrite_forward, slot_outputs, snapshot, tag_recompute, unplaceable_reason,
     verify_forward,
 )
 from .capturable import uncapturable_reason
@@ -163,10 +154,6 @@ class _Compiler:
                 summary=lambda n: f"{n} postconditions hold")
         self._schedule(fw, saved, plan, device)
         self.variant = self._variant(fw, plan, binder, device, graphs, static, example_inputs)
-        # in a slot, saved tensors reach the backward as one arena token (runtime.cudagraphs
-        # .outputs): AOTAutograd need not mark their dynamic dims at every call
-        _torch.forget_saved_dynamism(t.output_index - self.num_fwd_outputs for t in saved.tensors
-                                     if t.output_index >= 0)
         findings = self._inductor_forward(fw, example_inputs, static)
         plan = self.variant.plan  # as Inductor's code writes the slot, when it compiled
         self.record = state.record(CompiledGraphs(
@@ -175,6 +162,8 @@ class _Compiler:
             recompute=self.options.recompute))
         _torch.trace_artifact("fxslots_plan", lambda: plan_to_json(saved, plan), "json")
         _torch.trace_artifact("fxslots_forward", lambda: self.record.forward_after)
+        # AOTAutograd's per-call marks mean nothing on the arena token replays hand over
+        _torch.forget_saved_dynamism(i - self.num_fwd_outputs for i in slot_outputs(saved, plan))
         return boxed(self.variant.forward)
 
     def _schedule(self, fw, saved, plan, device) -> None:

@@ -39,6 +39,9 @@ class _StandInGraph:
         _StandInGraph.replays += 1
         for old, new in zip(self.outs, self.rerun(), strict=True):
             if isinstance(old, torch.Tensor) and old.data_ptr() != new.data_ptr():
+                for dim, stride in enumerate(old.stride()):  # an expanded output's one slice
+                    if stride == 0:
+                        old, new = old.narrow(dim, 0, 1), new.narrow(dim, 0, 1)
                 old.copy_(new)
 
 
@@ -425,8 +428,8 @@ def test_saved_tensors_in_the_slot_carry_no_dynamic_marks(stand_in_graphs, monke
     """AOTAutograd marks every saved tensor of dynamic shape at every forward (an attribute
     per tensor, dozens a call); those in the slot reach the backward as the arena token or its
     views, for which the mark means nothing, so fxslots drops their marks at compile time
-    (``_torch.forget_saved_dynamism``). The inputs saved beside them keep theirs; gradients
-    stay aot_eager's."""
+    (``_torch.forget_saved_dynamism``); gradients stay aot_eager's. Without graphs, a saved
+    input is the caller's own tensor, and keeps its mark (below)."""
     from fxslots.runtime.variant import Variant
 
     marks = ("_dynamo_propagated_dynamic_indices", "_dynamo_weak_dynamic_indices")
@@ -454,3 +457,46 @@ def test_saved_tensors_in_the_slot_carry_no_dynamic_marks(stand_in_graphs, monke
     assert _StandInGraph.replays > 0
     for p, q in zip(ours.parameters(), ref.parameters(), strict=True):
         assert torch.equal(p.grad, q.grad)
+
+
+def test_without_graphs_a_saved_input_keeps_its_dynamic_mark():
+    """Without CUDA graphs (CPU) the caller's input is saved as it is, not in the slot, and
+    AOTAutograd marks its dynamic dims as it does under aot_eager: a later compiled function
+    it feeds sees it dynamic and compiles no extra graph (found in review)."""
+    marks = ("_dynamo_propagated_dynamic_indices", "_dynamo_weak_dynamic_indices")
+    seen = {}
+    for name in ("aot_eager", "fxslots"):
+        torch.manual_seed(0)
+        f = torch.compile(MLP(16, 32, 3), backend=name, dynamic=True)
+        x = torch.randn(5, 16)
+        f(x).sum().backward()
+        seen[name] = [getattr(x, m, None) for m in marks]
+    assert seen["fxslots"] == seen["aot_eager"] and any(seen["aot_eager"]), seen
+
+
+class _Expands(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(8))
+
+    def forward(self, x):
+        return (x.sin() * self.w).sum(0, keepdim=True).expand(4, 8)
+
+
+def test_an_expanded_output_is_copied_out_dense(stand_in_graphs):
+    """A replayed forward whose output is expanded (elements sharing memory) hands the
+    caller a dense copy of it: a copy cannot write an overlapping destination (found in
+    review; it raised at every replay). Values and gradients are aot_eager's."""
+    torch.manual_seed(0)
+    ours, ref = _Expands(), _Expands()
+    ref.load_state_dict(ours.state_dict())
+    f = torch.compile(ours, backend="fxslots")
+    g = torch.compile(ref, backend="aot_eager")
+    for _ in range(4):
+        x = torch.randn(3, 8)
+        a, b = f(x), g(x)
+        assert torch.equal(a, b)
+        (a * torch.arange(32.0).view(4, 8)).sum().backward()
+        (b * torch.arange(32.0).view(4, 8)).sum().backward()
+    assert _StandInGraph.replays > 0
+    assert torch.equal(ours.w.grad, ref.w.grad)

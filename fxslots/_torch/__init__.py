@@ -51,6 +51,7 @@ __all__ = [
     "size_hint",
     "tracing_static_input_indices",
     "forget_saved_dynamism",
+    "dense_strides",
     "foreach_copy_",
     "accumulating_grads",
     "CheckedGrads",
@@ -173,30 +174,26 @@ def trace_artifact(name: str, payload: Callable[[], str], encoding: str = "strin
     )
 
 
-def _tracing_metadata() -> Any:
-    ctx = torch._guards.TracingContext.try_get()
-    return getattr(ctx, "fw_metadata", None) if ctx is not None else None
-
-
-def tracing_static_input_indices() -> list[int]:
-    return list(getattr(_tracing_metadata(), "static_input_indices", None) or [])
-
-
-def forget_saved_dynamism(saved: Any) -> int:
-    """Stop AOTAutograd marking the saved tensors at ``saved`` (positions among the forward's
-    saved values) dynamic at every forward: a hint for a compiled graph they feed next, set as
-    an attribute (~0.2 us each, dozens a call), meaningless for the arena token they reach the
-    backward as. Returns how many marks it dropped."""
-    marks = getattr(_tracing_metadata(), "dynamic_saved_tensors_idxs", None)
-    if not isinstance(marks, dict):
-        return 0
-    return sum(marks.pop(i, None) is not None for i in saved)
-
-
 # A copy this large is launched alone: a multi-tensor copy's launches hold at most 320 blocks
 # and ran 64 MiB copies at ~2.7 TB/s (H200 run 24a), and one more launch costs the host less
 # than the device time it saves.
 FOREACH_MAX_BYTES = 16 * 2**20
+
+
+def dense_strides(t: torch.Tensor) -> tuple[int, ...]:
+    """``t``'s strides, or contiguous ones where some of its elements share memory (an
+    expanded tensor): what a copy of it can be written into."""
+    if torch._debug_has_internal_overlap(t) == 0:  # 0: no overlap; 1: overlap; 2: unknown
+        return tuple(t.stride())
+    return _contiguous(tuple(t.shape))
+
+
+def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))
 
 
 def foreach_copy_(dst: list[torch.Tensor], src: list[torch.Tensor]) -> None:
@@ -281,25 +278,14 @@ def schedule_microbatches(schedule: Any) -> int:
     return int(schedule._n_microbatches)
 
 
-def declare_no_donated_buffers() -> None:
-    """Tell AOTAutograd that the backward being compiled reuses none of its saved tensors'
-    memory. True for fxslots: saved tensors live in slot arenas that the slot owns, and the
-    backward graph runs as it is. Without it a backward run with ``retain_graph=True`` (the
-    input-gradient step of zero-bubble schedules) fails on "compiled with non-empty donated
-    buffers". AOTAutograd computes the list before the forward compiler runs and shares it
-    between its outer and inner metadata, so it is emptied in place."""
-    ctx = torch._guards.TracingContext.try_get()
-    donated = getattr(getattr(ctx, "fw_metadata", None), "bw_donated_idxs", None)
-    if donated:
-        donated.clear()
-
-
-
 from .autograd import (  # noqa: E402
     CheckedGrads, accumulating_grads, calling_node, current_node, keep_graph,
     running_accumulators, runs_in_this_backward, saved_tensors_watched,
 )
-from .compiling import is_dynamo_signal, real_tensors  # noqa: E402
+from .compiling import (  # noqa: E402
+    declare_no_donated_buffers, forget_saved_dynamism, is_dynamo_signal, real_tensors,
+    tracing_static_input_indices,
+)
 from .shapes import declares_ranges, frame_compiles, guard_at_most, recompile_limit  # noqa: E402
 from .shapes import symbol_guards, symbol_range  # noqa: E402
 from .inductor import (  # noqa: E402 - below the helpers they use

@@ -36,7 +36,7 @@ def calling_node() -> Any:
             if node is not None:
                 return node
         f = f.f_back
-    f, codes = sys._getframe(1), []
+    f, codes, passed = sys._getframe(1), [], False
     for _ in range(16):
         if f is None:
             return None
@@ -45,8 +45,11 @@ def calling_node() -> Any:
         if code.co_name == "forward" and "ctx" in code.co_varnames:
             node = _node_in(f)
             if node is not None:
-                _last_chain[0] = tuple(codes)
+                # a chain that passed a frame refused for its ctx alone (another Function's
+                # forward) proves nothing next time: that frame could hold a node then
+                _last_chain[0] = () if passed else tuple(codes)
                 return node
+            passed = True
         f = f.f_back
     return None
 

@@ -5,12 +5,13 @@ from .collect import collect_inputs, collect_saved
 from .observe import failure_reason, observe
 from .plan import plan_arena, unplaceable_reason
 from .recompute import recomputed_ops, tag_recompute
-from .rewrite import annotate_backward, backward_slot_args, rewrite_forward, snapshot
+from .rewrite import annotate_backward, backward_slot_args, rewrite_forward, slot_outputs, snapshot
 from .verify import verify_forward
 
 __all__ = [
     "annotate_backward",
     "backward_slot_args",
+    "slot_outputs",
     "collect_inputs",
     "collect_saved",
     "failure_reason",

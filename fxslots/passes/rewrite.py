@@ -208,6 +208,13 @@ def backward_slot_args(saved: SavedSet, plan: ArenaPlan) -> tuple[int | None, li
     return (min(slotted) if slotted else None), offloaded
 
 
+def slot_outputs(saved: SavedSet, plan: ArenaPlan) -> list[int]:
+    """The forward outputs (by position) that are saved tensors in the slot: the ones a
+    replay hands the backward as the arena token."""
+    return [t.output_index for t in saved.tensors
+            if plan.placement(t.group).write is not Write.NONE and t.output_index >= 0]
+
+
 def snapshot(gm: fx.GraphModule) -> Callable[[], fx.GraphModule]:
     """A copy of ``gm``'s graph that rewriting ``gm`` leaves alone, and a function that builds
     it into a module: what runs if a pass fails half-way through. Copying the nodes is cheap;

@@ -106,8 +106,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "threads sharing a model never take the same slot (acquire is atomic)", "cpu",
            ("tests/test_threads.py",)),
     Mutant("pending-never-expires", RING,
-           "o is not None and not o.expired() for o in",
-           "o is not None for o in",
+           "return (o is not None and not o.expired()) or (h is not None and not h.expired())",
+           "return o is not None or h is not None",
            "a dropped microbatch's slot comes back when its views die", "cpu",
            ("tests/test_runtime.py", "tests/test_fuzz.py::test_grammar_coverage")),
     Mutant("no-collect-before-refusing", RING,
@@ -305,8 +305,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "cpu", ("tests/test_deliver_forward.py::"
                    "test_captured_forward_delivers_its_outputs_bitwise",)),
     Mutant("forward-outputs-tokened", "fxslots/runtime/cudagraphs/outputs.py",
-           "            if idx and tokens and kind in (OutKind.SLOT, OutKind.HOST):",
-           "            if idx and tokens:",
+           "            if tokens and kind in (OutKind.SLOT, OutKind.HOST):  # the saved ones",
+           "            if tokens:  # the saved ones",
            "only saved outputs go to autograd as arena tokens: a delivered output is a view",
            "cpu", ("tests/test_deliver_forward.py::"
                    "test_captured_forward_delivers_its_outputs_bitwise",)),
@@ -885,7 +885,7 @@ MUTANTS: tuple[Mutant, ...] = (
            "wrote it), not only the one that moved it", "cpu",
            ("tests/test_deliver_forward.py::"
             "test_a_moved_buffer_leaves_no_stale_graph_in_any_shape",)),
-    Mutant("slot-saved-tensors-marked-dynamic", "fxslots/_torch/__init__.py",
+    Mutant("slot-saved-tensors-marked-dynamic", "fxslots/_torch/compiling.py",
            "    return sum(marks.pop(i, None) is not None for i in saved)",
            "    return 0",
            "saved tensors in the slot reach the backward without AOTAutograd's per-call dynamic "
@@ -900,6 +900,19 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/test_runtime.py::"
             "test_grouped_runs_make_few_views_and_keep_each_index_its_own",
             "tests/test_deliver.py")),
+    Mutant("saved-inputs-lose-dynamic-marks", "fxslots/passes/rewrite.py",
+           "            if plan.placement(t.group).write is not Write.NONE and t.output_index >= 0]",
+           "            if t.output_index >= 0]",
+           "only saved tensors in the slot lose AOTAutograd's dynamic marks: the caller's own "
+           "tensors, saved as they are (graphs off), keep theirs", "cpu",
+           ("tests/test_graph_executor_cpu.py::"
+            "test_without_graphs_a_saved_input_keeps_its_dynamic_mark",)),
+    Mutant("expanded-output-copied-in-its-strides", "fxslots/_torch/__init__.py",
+           "    if torch._debug_has_internal_overlap(t) == 0:",
+           "    if True:",
+           "an output whose elements share memory (expanded) is copied out of the pool into dense "
+           "memory: a copy cannot write an overlapping destination", "cpu",
+           ("tests/test_graph_executor_cpu.py::test_an_expanded_output_is_copied_out_dense",)),
     Mutant("prepare-holds-each-group-once", "fxslots/prepare.py",
            "            for first in (0, 0) if len(group) == 1 else range(len(group)):",
            "            for first in (0,) if len(group) == 1 else range(len(group)):",

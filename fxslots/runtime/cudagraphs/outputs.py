@@ -71,8 +71,10 @@ class Captured:
                 self._viewed.append((kind, at, *self._by_kind[kind], span))
         pool = [j for j, o in enumerate(self.outs) if o.kind is OutKind.POOL]
         values = [self.outs[j].value for j in pool]
-        geometry, self.pool_nbytes = pack([(v.dtype, tuple(v.shape), v.stride()) for v in values],
-                                          16)
+        # copied in their own strides, unless elements share memory (an expanded output):
+        # a copy cannot write those, so it gets dense ones
+        geometry, self.pool_nbytes = pack([(v.dtype, tuple(v.shape), _torch.dense_strides(v))
+                                           for v in values], 16)
         self._by_kind[OutKind.POOL] = grouped_runs(pool, geometry)
 
     def moved(self, args: list[Any]) -> int | None:
@@ -120,7 +122,7 @@ class Captured:
         state.counters["pool_bytes_copied_out"] += self.pool_nbytes
         if out is None and len(pool) == 1:  # a forward's one output: one allocation, one copy
             v = self.outs[pool[0]].value
-            result[pool[0]] = torch.empty_strided(v.shape, v.stride(), dtype=v.dtype,
+            result[pool[0]] = torch.empty_strided(v.shape, runs[0][3], dtype=v.dtype,
                                                   device=device).copy_(v)
             return
         # One buffer and one multi-tensor copy for all outputs (gradients, mostly), instead
