@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..variant import Direction
 
 
-@dataclass(frozen=True)
-class CaptureKey:
-    """What a captured graph is valid for: the memory it points at and the shapes it ran."""
+class CaptureKey(NamedTuple):
+    """What a captured graph is valid for: the memory it points at and the shapes it ran. A
+    named tuple, not a frozen dataclass: two are built and hashed at every step, at half the
+    cost."""
 
     direction: Direction
     slot: int
