@@ -67,7 +67,8 @@ class Captured:
             idx = [j for j, o in enumerate(self.outs) if o.kind is kind]
             self._by_kind[kind] = grouped_runs(idx, [self.outs[j].geometry for j in idx])
             if idx:
-                span = slice(min(idx), max(idx) + 1) if max(idx) - min(idx) == len(idx) - 1 else None
+                lo, hi = min(idx), max(idx)
+                span = slice(lo, hi + 1) if hi - lo == len(idx) - 1 else None
                 self._viewed.append((kind, at, *self._by_kind[kind], span))
         pool = [j for j, o in enumerate(self.outs) if o.kind is OutKind.POOL]
         values = [self.outs[j].value for j in pool]
