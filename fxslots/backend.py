@@ -30,6 +30,7 @@ from .policies import PARTITIONERS, RECOMPUTE, is_host_scalar, resolve_partition
 from .printing import format_graph
 from .record import CompiledGraphs, graph_lines
 from .report import plan_to_json
+from .runtime.collapse import collapse_of
 from .runtime.cudagraphs.executor import GraphExecutor
 from .runtime.layout import SymbolBinder
 from .runtime.region import Region, region_for
@@ -88,6 +89,7 @@ class _Compiler:
         self.caps = None  # the device's rates, for offload planning
         self.backward: PreparedBackward | None = None  # rewritten as the forward compiled
         self.commit_offload = lambda: None  # auto's guards, once its plan is accepted
+        self.fixed: int | None = None  # the last saved tensor AOTAutograd reads by position
 
     def partition(self, joint: fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int,
                   **kwargs: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
@@ -162,8 +164,8 @@ class _Compiler:
             recompute=self.options.recompute))
         _torch.trace_artifact("fxslots_plan", lambda: plan_to_json(saved, plan), "json")
         _torch.trace_artifact("fxslots_forward", lambda: self.record.forward_after)
-        # AOTAutograd's per-call marks mean nothing on the arena token replays hand over
-        _torch.forget_saved_dynamism(i - self.num_fwd_outputs for i in slot_outputs(saved, plan))
+        self.fixed = _torch.forget_saved_dynamism(  # their marks mean nothing on the tokens
+            i - self.num_fwd_outputs for i in slot_outputs(saved, plan))
         return boxed(self.variant.forward)
 
     def _schedule(self, fw, saved, plan, device) -> None:
@@ -264,6 +266,9 @@ class _Compiler:
                                        for t in self.record.saved.tensors
                                        if t.output_index >= 0 and t.backward_index >= 0}
         what = f"backward graph of {variant.name}"
+        if isinstance(variant.executor, GraphExecutor) and self.fixed is not None:
+            variant.collapse = collapse_of(self.record.saved, variant.plan, len(example_inputs),
+                                           self.num_fwd_outputs + self.fixed)
         variant.accumulate = grads.accumulate(bw, self.static_inputs, self.options, example_inputs,
                                               what, isinstance(variant.executor, GraphExecutor))
         if isinstance(variant.executor, GraphExecutor) and variant.executor.capturing:

@@ -252,3 +252,22 @@ def test_grouped_runs_make_few_views_and_keep_each_index_its_own():
     made = dict(zip(idx, make_views(alias, torch.device("cpu"), None, runs), strict=True))
     for j, g in zip([10, 11, 12, 13, 14], geometry, strict=True):
         assert geometry_of(made[j]) == g
+
+
+def test_collapse_leaves_out_all_but_one_saved_tensor_per_arena():
+    """runtime.collapse, hand-built: outputs 1-3 in the device arena, 5-6 in the host arena,
+    output 4 a parameter; the backward takes them at 0-2, 4-5 and 3, then two tangents. The
+    backward's shorter list gets each arena's token back at every place; its full list passes
+    as it is."""
+    from fxslots.runtime.collapse import plan_collapse
+
+    c = plan_collapse([[(2, 1), (1, 0), (3, 2)], [(5, 4), (6, 5)]], {5, 6}, 8, fixed=0)
+    assert c.dropped == {2, 3, 6} and c.short == 5
+    assert c.backward_args(["t", "p", "h", "g1", "g2"]) == ["t", "t", "t", "p", "h", "h", "g1",
+                                                             "g2"]
+    full = list("abcdefgh")
+    assert c.backward_args(full) is full
+    # nothing to leave out; an output AOTAutograd reads by position; orders that differ
+    assert plan_collapse([[(1, 0)], []], set(), 3, fixed=0) is None
+    assert plan_collapse([[(1, 0), (2, 1)]], set(), 3, fixed=2) is None
+    assert plan_collapse([[(1, 1), (2, 0)]], set(), 3, fixed=0) is None

@@ -35,15 +35,21 @@ def tracing_static_input_indices() -> list[int]:
     return list(getattr(_tracing_metadata(), "static_input_indices", None) or [])
 
 
-def forget_saved_dynamism(saved: Any) -> int:
+def forget_saved_dynamism(saved: Any) -> int | None:
     """Stop AOTAutograd marking the saved tensors at ``saved`` (positions among the forward's
     saved values) dynamic at every forward: a hint for a compiled graph they feed next, set as
     an attribute (~0.2 us each, dozens a call), meaningless for the arena token they reach the
-    backward as. Returns how many marks it dropped."""
-    marks = getattr(_tracing_metadata(), "dynamic_saved_tensors_idxs", None)
-    if not isinstance(marks, dict):
-        return 0
-    return sum(marks.pop(i, None) is not None for i in saved)
+    backward as. Returns the last saved position AOTAutograd's runtime still reads by index
+    (-1: none), or None where it counts some from the end (tensors saved without a version
+    check) or its metadata is not found: a call may hand over fewer saved tensors (one token
+    per arena, ``runtime.collapse``) only past that position."""
+    meta = _tracing_metadata()
+    marks = getattr(meta, "dynamic_saved_tensors_idxs", None)
+    if not isinstance(marks, dict) or getattr(meta, "num_tensors_saved_with_no_vc_check", 0):
+        return None
+    for i in saved:
+        marks.pop(i, None)
+    return max(marks, default=-1)
 
 
 def declare_no_donated_buffers() -> None:

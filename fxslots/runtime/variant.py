@@ -93,6 +93,7 @@ class Variant:
     saved_arg_index: int | None = None  # a backward argument that is a slot view
     # Forward output index -> backward argument index, for every saved tensor in the slot.
     saved_backward_args: dict[int, int] | None = None
+    collapse: Any = None  # runtime.collapse.Collapse: one token per arena for AOTAutograd
     accumulate: Accumulate | None = None
     deliver: Deliver | None = None
     # The forward that writes its large user outputs into its slot's output buffer itself
@@ -170,6 +171,8 @@ class Variant:
         return out
 
     def backward(self, args: list[Any]) -> Any:
+        if self.collapse is not None:
+            args = self.collapse.backward_args(args)
         slot = None
         if self.saved_arg_index is not None:
             slot = self.ring.find(args[self.saved_arg_index])

@@ -886,8 +886,8 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/test_deliver_forward.py::"
             "test_a_moved_buffer_leaves_no_stale_graph_in_any_shape",)),
     Mutant("slot-saved-tensors-marked-dynamic", "fxslots/_torch/compiling.py",
-           "    return sum(marks.pop(i, None) is not None for i in saved)",
-           "    return 0",
+           "        marks.pop(i, None)\n",
+           "        pass\n",
            "saved tensors in the slot reach the backward without AOTAutograd's per-call dynamic "
            "marks (an attribute per tensor, meaningless on the arena token)", "cpu",
            ("tests/test_graph_executor_cpu.py::"
@@ -913,6 +913,20 @@ MUTANTS: tuple[Mutant, ...] = (
            "an output whose elements share memory (expanded) is copied out of the pool into dense "
            "memory: a copy cannot write an overlapping destination", "cpu",
            ("tests/test_graph_executor_cpu.py::test_an_expanded_output_is_copied_out_dense",)),
+    Mutant("collapsed-backward-not-expanded", "fxslots/runtime/collapse.py",
+           "        return [args[i] for i in self.expand] if len(args) == self.short else args",
+           "        return args",
+           "a backward whose forward handed over one token per arena gets the token back at "
+           "every saved place", "cpu",
+           ("tests/test_graph_executor_cpu.py::"
+            "test_replayed_forwards_hand_aotautograd_one_saved_tensor_per_arena",)),
+    Mutant("collapse-across-reordered-saved-tensors", "fxslots/runtime/collapse.py",
+           "    if [b for _, b in pairs] != sorted(b for _, b in pairs):",
+           "    if False:",
+           "saved tensors are left out of a call only where forward outputs and backward "
+           "arguments list them in one order (else the others would shift)", "cpu",
+           ("tests/test_runtime.py::"
+            "test_collapse_leaves_out_all_but_one_saved_tensor_per_arena",)),
     Mutant("prepare-holds-each-group-once", "fxslots/prepare.py",
            "            for first in (0, 0) if len(group) == 1 else range(len(group)):",
            "            for first in (0,) if len(group) == 1 else range(len(group)):",

@@ -7,8 +7,7 @@ tensors outlive other replays until their backward) and persistent ``.grad`` buf
 
 - saved tensors live in the slot arena (outside the pool, at a fixed address per slot);
 - non-static inputs are staged into the slot (forward) or the region's staging buffer (backward);
-- user outputs are copied out of the pool right after the replay into memory the caller owns,
-  so a later replay of any graph may reuse those pool bytes as scratch;
+- user outputs go to memory the caller owns (an output buffer, or a copy): replays reuse pool bytes;
 - parameters' gradients are written by the backward itself into an output buffer outside the
   pool (``passes/deliver.py``) while the caller drops them before the next backward, else they
   too are copied out.
@@ -102,7 +101,8 @@ class GraphExecutor:
         if cap is not None and self._replay(cap, args, slot, key):
             tokens = self._tokens_ok(variant, cap) and not slot.watched
             slot.saved_outs = cap.saved_outs if tokens else None
-            return cap.results(aliases, variant.device, tokens=tokens, delivered=(into, None))
+            return cap.results(aliases, variant.device, tokens=tokens, delivered=(into, None),
+                               collapse=variant.collapse if tokens else None)
         views = slot_views(layout, aliases, variant.device)
         if into is not None:
             views += make_views(into, variant.device, None, variant.deliver_forward.runs)

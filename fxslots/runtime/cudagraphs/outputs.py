@@ -46,6 +46,7 @@ class Captured:
     writeback: tuple[tuple[int, torch.Tensor], ...] = ()  # staged inputs the graph mutates
     _by_kind: dict = field(default_factory=dict, init=False)
     _viewed: list = field(default_factory=list, init=False)
+    _collapse: tuple = field(default=(None, None), init=False)  # (Collapse, outputs kept)
     _values: list = field(default_factory=list, init=False)  # what results() starts from
     _static: tuple = field(default=((), ()), init=False)  # static's indices, its data_ptrs
 
@@ -87,8 +88,8 @@ class Captured:
         return next(i for i, ptr in self.static if args[i].data_ptr() != ptr)
 
     def results(self, aliases: tuple[Any, Any], device: torch.device,
-                out: Any = None, tokens: bool = False, delivered: tuple = (None, None)
-                ) -> list[Any]:
+                out: Any = None, tokens: bool = False, delivered: tuple = (None, None),
+                collapse: Any = None) -> list[Any]:
         """The outputs of the replay just made, as the caller may keep them; pool outputs are
         copied into ``out`` (an OutputBuffer), or into fresh memory when it is None.
         ``delivered``: the aliases of the output buffer and of the slot's arena the replay
@@ -98,7 +99,9 @@ class Captured:
         one tensor over that arena's whole alias (the same object at each of them), not as views of it. Only a backward
         that replays reads them, and it reads the slot at addresses its capture holds; a
         backward that runs uncaptured rebuilds the views from ``saved_outs``. A saved view
-        costs autograd a tensor and a detach, ~2 us each: dozens per forward."""
+        costs autograd a tensor and a detach, ~2 us each: dozens per forward. ``collapse``
+        (with tokens; ``runtime.collapse``): one token per arena, the other places left out,
+        where this capture's saved outputs are the ones it expects."""
         result = self._values.copy()
         if self._by_kind[OutKind.POOL][0]:
             self._copy_out(result, device, out)
@@ -115,7 +118,19 @@ class Captured:
             else:
                 for j, v in zip(idx, make_views(sources[at], where, None, runs), strict=True):
                     result[j] = v
+        if collapse is not None and self._kept(collapse) is not None:
+            return [result[j] for j in self._kept(collapse)]
         return result
+
+    def _kept(self, collapse: Any) -> tuple[int, ...] | None:
+        """The outputs handed over under ``collapse``, or None where this capture's saved
+        outputs differ from the ones it leaves out of (checked once per capture)."""
+        if self._collapse[0] is not collapse:
+            held = frozenset((j, k is OutKind.HOST) for j, k, _ in self.saved_outs)
+            ok = held == collapse.members
+            kept = tuple(j for j in range(len(self.outs)) if j not in collapse.dropped)
+            self._collapse = (collapse, kept if ok else None)
+        return self._collapse[1]
 
     def _copy_out(self, result: list[Any], device: torch.device, out: Any) -> None:
         """The pool outputs copied into ``out`` (an OutputBuffer) or fresh memory."""
