@@ -45,10 +45,17 @@ def forget_saved_dynamism(saved: Any) -> int | None:
     per arena, ``runtime.collapse``) only past that position."""
     meta = _tracing_metadata()
     marks = getattr(meta, "dynamic_saved_tensors_idxs", None)
-    if not isinstance(marks, dict) or getattr(meta, "num_tensors_saved_with_no_vc_check", 0):
+    if not isinstance(marks, dict):
         return None
     for i in saved:
         marks.pop(i, None)
+    try:  # a runtime that took the saved tensors up to a fixed position could take no fewer
+        taken = meta.tensors_saved_for_backwards_slice
+    except (AttributeError, AssertionError):
+        return None
+    if getattr(meta, "num_tensors_saved_with_no_vc_check", 0) or (
+            taken.stop is not None and taken.stop >= 0):
+        return None
     return max(marks, default=-1)
 
 
