@@ -12,7 +12,7 @@ from typing import Any, Callable
 import torch
 import torch.fx as fx
 
-from . import _torch, grads, kernels, state
+from . import _torch, grads, kernels, policies, state
 from .backward import BackwardRewrite, PreparedBackward, prepare_backward, take_backward
 from .errors import OptionsError, UnsupportedGraphError
 from .fallback import fall_back, run_uncaptured, trace_plainly
@@ -83,6 +83,7 @@ class _Compiler:
         self.recomputed: tuple[str, ...] = ()  # forward ops the recompute policy moved to bw
         self.partitioner = ""  # the one that split this graph ("auto" resolved)
         self.static_inputs: list[int] = []
+        self.params: list[int] = []  # the static inputs that are tensors with elements
         self.bw_module: fx.GraphModule | None = None
         self.variant: Variant | None = None
         self.record: CompiledGraphs | None = None
@@ -178,8 +179,9 @@ class _Compiler:
             saved, plan, self.caps, device, self.options.offload_window))
 
     def _variant(self, fw, plan, binder, device, graphs, static, example_inputs) -> Variant:
-        anchor = next((i for i in static if i < len(example_inputs)
-                       and isinstance(example_inputs[i], torch.Tensor)), None)
+        self.params = [i for i in static if i < len(example_inputs)  # not an effect token
+                       and policies.is_parameter_like(example_inputs[i])]
+        anchor = self.params[0] if self.params else None
         self.commit_offload()  # the plan is accepted: auto's guards go in with the graph
         region = self.region
         variant = Variant(name=f"v{len(region.variants)}", region=region, device=device,
@@ -269,10 +271,10 @@ class _Compiler:
         if isinstance(variant.executor, GraphExecutor) and self.fixed is not None:
             variant.collapse = collapse_of(self.record.saved, variant.plan, len(example_inputs),
                                            self.num_fwd_outputs + self.fixed)
-        variant.accumulate = grads.accumulate(bw, self.static_inputs, self.options, example_inputs,
+        variant.accumulate = grads.accumulate(bw, self.params, self.options, example_inputs,
                                               what, isinstance(variant.executor, GraphExecutor))
         if isinstance(variant.executor, GraphExecutor) and variant.executor.capturing:
-            variant.deliver = grads.deliver(bw, self.static_inputs, variant, self.options,
+            variant.deliver = grads.deliver(bw, self.params, variant, self.options,
                                             example_inputs, what, self.record.saved)
             if variant.deliver is not None:
                 self.record.delivering = format_graph(variant.deliver.graph, "backward")

@@ -79,3 +79,10 @@ RECOMPUTE: dict[str, Callable[[Any], bool]] = {
     # instead of saving their outputs: one cheap kernel in backward for a saved tensor less.
     "pointwise": lambda node: _is_uncopyable_norm(node) or _is_pointwise(node),
 }
+
+
+def is_parameter_like(x: Any) -> bool:
+    """A static input that is a parameter or buffer: a tensor with elements, not the token of
+    an effectful op (a size-0 static input when traced, which AOTAutograd passes as None)."""
+    return (isinstance(x, torch.Tensor) and all(isinstance(n, int) for n in x.shape)
+            and x.numel() > 0)

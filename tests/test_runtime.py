@@ -267,6 +267,8 @@ def test_collapse_leaves_out_all_but_one_saved_tensor_per_arena():
                                                              "g2"]
     full = list("abcdefgh")
     assert c.backward_args(full) is full
+    with pytest.raises(fxslots.FxslotsError, match="takes 8 .5 when"):  # never shifted args
+        c.backward_args(full[:7])
     # nothing to leave out; an output AOTAutograd reads by position; orders that differ
     assert plan_collapse([[(1, 0)], []], set(), 3, fixed=0) is None
     assert plan_collapse([[(1, 0), (2, 1)]], set(), 3, fixed=2) is None

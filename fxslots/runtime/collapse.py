@@ -16,6 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
+from ..errors import FxslotsError
 from ..schemas import ArenaPlan, SavedSet, Write
 
 
@@ -38,7 +41,15 @@ class Collapse:
     def backward_args(self, args: list[Any]) -> list[Any]:
         """The backward's arguments as its graph takes them: every saved position filled,
         whether or not the forward left some out (told by the count)."""
-        return [args[i] for i in self.expand] if len(args) == self.short else args
+        if len(args) == self.short:
+            return [args[i] for i in self.expand]
+        if len(args) != len(self.expand):  # never run a graph on shifted arguments
+            raise FxslotsError(
+                f"fxslots: a backward got {len(args)} arguments where its graph takes "
+                f"{len(self.expand)} ({self.short} when its forward handed over one token per "
+                f"arena): AOTAutograd's calling convention in torch {torch.__version__} is not "
+                f"the one fxslots knows. Please report this")
+        return args
 
 
 def plan_collapse(arenas: list[list[tuple[int, int]]], host: set[int], n_backward: int,
@@ -50,6 +61,8 @@ def plan_collapse(arenas: list[list[tuple[int, int]]], host: set[int], n_backwar
     tensors' order differs between forward outputs and backward arguments (leaving some out
     would then shift the others)."""
     pairs = sorted(p for members in arenas for p in members)
+    # AOTAutograd lists saved tensors in one order on both sides today (collect.match_backward
+    # numbers them so); a layout where it did not would shift the kept ones
     if [b for _, b in pairs] != sorted(b for _, b in pairs):
         return None
     dropped: dict[int, int] = {}  # backward argument left out -> its arena's token's

@@ -914,8 +914,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "memory: a copy cannot write an overlapping destination", "cpu",
            ("tests/test_graph_executor_cpu.py::test_an_expanded_output_is_copied_out_dense",)),
     Mutant("collapsed-backward-not-expanded", "fxslots/runtime/collapse.py",
-           "        return [args[i] for i in self.expand] if len(args) == self.short else args",
-           "        return args",
+           "        if len(args) == self.short:\n            return [args[i] for i in self.expand]",
+           "        if False:\n            return [args[i] for i in self.expand]",
            "a backward whose forward handed over one token per arena gets the token back at "
            "every saved place", "cpu",
            ("tests/test_graph_executor_cpu.py::"
@@ -927,6 +927,12 @@ MUTANTS: tuple[Mutant, ...] = (
            "arguments list them in one order (else the others would shift)", "cpu",
            ("tests/test_runtime.py::"
             "test_collapse_leaves_out_all_but_one_saved_tensor_per_arena",)),
+    Mutant("effect-token-taken-for-a-parameter", "fxslots/policies.py",
+           "            and x.numel() > 0)",
+           "            or x.numel() > 0)",
+           "the side-effect token of an effectful op (a size-0 static input, None at run time) "
+           "anchors no region and takes no .grad", "cpu",
+           ("tests/test_backend.py::test_a_graph_with_an_effectful_op_trains_like_aot_eager",)),
     Mutant("prepare-holds-each-group-once", "fxslots/prepare.py",
            "            for first in (0, 0) if len(group) == 1 else range(len(group)):",
            "            for first in (0,) if len(group) == 1 else range(len(group)):",
