@@ -118,3 +118,13 @@ def with_caps(monkeypatch, **fields):
 
     monkeypatch.setattr(backend, "caps_for", lambda device, link=None, **kw: replace(
         costs.caps_for(device, link, **kw), **fields))
+
+
+def compiled_twins(make, options=None, dynamic=None):
+    """``(ours, ref, f, g)``: a model from ``make()`` and a copy of it, compiled by fxslots
+    (with ``options``) and by aot_eager."""
+    torch.manual_seed(0)
+    ours, ref = make(), make()
+    ref.load_state_dict(ours.state_dict())
+    return (ours, ref, torch.compile(ours, backend="fxslots", options=options, dynamic=dynamic),
+            torch.compile(ref, backend="aot_eager", dynamic=dynamic))

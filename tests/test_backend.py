@@ -12,6 +12,7 @@ import torch
 
 import fxslots
 from examples.models import MLP
+from tests.helpers import compiled_twins
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -149,11 +150,7 @@ def test_a_graph_with_an_effectful_op_trains_like_aot_eager(capfd):
     size-0 tensor when traced, None at run time): it anchors no region and takes no .grad
     (found in review: the first call raised TypeError from a weak reference to None).
     Gradients bitwise aot_eager's over three steps."""
-    torch.manual_seed(0)
-    ours, ref = _Prints(), _Prints()
-    ref.load_state_dict(ours.state_dict())
-    f = torch.compile(ours, backend="fxslots")
-    g = torch.compile(ref, backend="aot_eager")
+    ours, ref, f, g = compiled_twins(_Prints)
     for _ in range(3):
         x = torch.randn(4, 16)
         f(x).sum().backward()

@@ -24,7 +24,7 @@ from fxslots.runtime.cudagraphs.outputs import OutKind
 from fxslots.runtime.layout import geometry_of, make_views
 from fxslots.schemas import Write
 from examples.models import MLP, Attention
-from tests.helpers import assert_same, run, schedule_1f1b, schedule_ffbb
+from tests.helpers import assert_same, compiled_twins, run, schedule_1f1b, schedule_ffbb
 from tests.fuzz_models import RandomDraw, check_case, draw_case
 from tests.test_golden import InPlaceInput
 
@@ -444,11 +444,7 @@ def test_saved_tensors_in_the_slot_carry_no_dynamic_marks(stand_in_graphs, monke
         return backward(self, args)
 
     monkeypatch.setattr(Variant, "backward", spy)
-    torch.manual_seed(0)
-    ours, ref = MLP(16, 32, 3), MLP(16, 32, 3)
-    ref.load_state_dict(ours.state_dict())
-    f = torch.compile(ours, backend="fxslots", dynamic=True)
-    g = torch.compile(ref, backend="aot_eager", dynamic=True)
+    ours, ref, f, g = compiled_twins(lambda: MLP(16, 32, 3), dynamic=True)
     for n in (4, 6, 8, 4, 6, 8):
         x = torch.randn(n, 16)
         f(x).square().sum().backward()
@@ -487,11 +483,7 @@ def test_an_expanded_output_is_copied_out_dense(stand_in_graphs):
     """A replayed forward whose output is expanded (elements sharing memory) hands the
     caller a dense copy of it: a copy cannot write an overlapping destination (found in
     review; it raised at every replay). Values and gradients are aot_eager's."""
-    torch.manual_seed(0)
-    ours, ref = _Expands(), _Expands()
-    ref.load_state_dict(ours.state_dict())
-    f = torch.compile(ours, backend="fxslots")
-    g = torch.compile(ref, backend="aot_eager")
+    ours, ref, f, g = compiled_twins(_Expands)
     for _ in range(4):
         x = torch.randn(3, 8)
         a, b = f(x), g(x)
@@ -511,11 +503,7 @@ def test_replayed_forwards_hand_aotautograd_one_saved_tensor_per_arena(stand_in_
     backward puts the token back at every saved place (``runtime.collapse``). First runs hand
     over every view. Host arena (offload) and dynamic shapes (saved symints) included;
     gradients bitwise aot_eager's, with retain_graph's second backward too."""
-    torch.manual_seed(0)
-    ours, ref = MLP(16, 32, 4), MLP(16, 32, 4)
-    ref.load_state_dict(ours.state_dict())
-    f = torch.compile(ours, backend="fxslots", options={"slots": 1, **options}, dynamic=dynamic)
-    g = torch.compile(ref, backend="aot_eager", dynamic=dynamic)
+    ours, ref, f, g = compiled_twins(lambda: MLP(16, 32, 4), {"slots": 1, **options}, dynamic)
     with torch._functorch.config.patch(donated_buffer=False):  # aot_eager's retain_graph
         saved = _collapse_steps(f, g, ours, ref, dynamic)
     # a first run hands over every view; a replay one token per arena, the weights as they are
