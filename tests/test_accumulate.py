@@ -668,9 +668,8 @@ def backward(
 
 def test_each_forward_notes_its_own_node_from_any_call_depth():
     """The autograd node of each forward (what decides whether its backward may add into
-    .grad itself) is read off the nearest AOTAutograd frame above it; the walk first follows
-    the chain of frames it found last time (``_torch.autograd.calling_node``). Forwards called
-    from two stack depths in turn, and from inside another autograd Function's forward (a frame
+    .grad itself) is read off the nearest AOTAutograd frame above it
+    (``_torch.autograd.calling_node``). Forwards called from two stack depths in turn, and from inside another autograd Function's forward (a frame
     named ``forward`` holding a ``ctx`` of another kind), each note their own output's node."""
 
     class Outer(torch.autograd.Function):

@@ -15,41 +15,19 @@ def keep_graph() -> bool:
     return bool(torch._C._autograd._get_current_graph_task_keep_graph())
 
 
-# The code of each frame from the caller up to the one that held the ctx, last time: a
-# training loop calls every forward through the same chain of wrappers, so the next call only
-# compares code objects along it (no name or locals lookups, ~40% cheaper). A chain equal code
-# for code has no nearer ctx-holding frame than last time's.
-_last_chain: list = [()]
-
-
 def calling_node() -> Any:
     """A weak reference to the autograd node of the AOTAutograd call this forward runs in (its
     ``CompiledFunction``'s ctx, the grad_fn its outputs get): the nearest frame above that holds
     one, or None where none does (a torch whose wrapper differs, a call from elsewhere)."""
     f = sys._getframe(1)
-    chain = _last_chain[0]
-    for k, code in enumerate(chain, 1 - len(chain)):  # k == 0 at the last
-        if f is None or f.f_code is not code:
-            break
-        if k == 0:
-            node = _node_in(f)
-            if node is not None:
-                return node
-        f = f.f_back
-    f, codes, passed = sys._getframe(1), [], False
     for _ in range(16):
         if f is None:
             return None
         code = f.f_code  # f_locals builds a dict of the frame's locals: only where one is ctx
-        codes.append(code)
         if code.co_name == "forward" and "ctx" in code.co_varnames:
             node = _node_in(f)
             if node is not None:
-                # a chain that passed a frame refused for its ctx alone (another Function's
-                # forward) proves nothing next time: that frame could hold a node then
-                _last_chain[0] = () if passed else tuple(codes)
                 return node
-            passed = True
         f = f.f_back
     return None
 
