@@ -47,6 +47,15 @@ def span_elements(shape: Sequence[Number], stride: Sequence[Number]) -> Number:
     return sympy.expand(total) if symbolic else total
 
 
+def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    """Row-major strides of ``shape`` (a size-0 dimension counts as 1, as torch does)."""
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))
+
+
 def compact_elements(shape: Sequence[Number], stride: Sequence[Number]) -> Number:
     """Elements a copy of the tensor moves: stride-0 (expanded) dimensions count once."""
     total: Number = sympy.Integer(1) if _symbolic((*shape, *stride)) else 1

@@ -51,7 +51,7 @@ __all__ = [
     "size_hint",
     "tracing_static_input_indices",
     "forget_saved_dynamism",
-    "dense_strides",
+    "overlaps",
     "foreach_copy_",
     "accumulating_grads",
     "CheckedGrads",
@@ -180,20 +180,10 @@ def trace_artifact(name: str, payload: Callable[[], str], encoding: str = "strin
 FOREACH_MAX_BYTES = 16 * 2**20
 
 
-def dense_strides(t: torch.Tensor) -> tuple[int, ...]:
-    """``t``'s strides, or contiguous ones where some of its elements share memory (an
-    expanded tensor): what a copy of it can be written into."""
-    if torch._debug_has_internal_overlap(t) == 0:  # 0: no overlap; 1: overlap; 2: unknown
-        return tuple(t.stride())
-    return _contiguous(tuple(t.shape))
-
-
-def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
-    strides, step = [], 1
-    for size in reversed(shape):
-        strides.append(step)
-        step *= max(size, 1)
-    return tuple(reversed(strides))
+def overlaps(t: torch.Tensor) -> bool:
+    """Whether some of ``t``'s elements share memory (an expanded tensor), or torch cannot
+    tell: a copy cannot be written into such strides."""
+    return torch._debug_has_internal_overlap(t) != 0  # 0: no overlap; 1: overlap; 2: unknown
 
 
 def foreach_copy_(dst: list[torch.Tensor], src: list[torch.Tensor]) -> None:

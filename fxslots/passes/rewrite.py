@@ -20,7 +20,7 @@ from .._torch import op_schema, size_hint
 from ..routes import (
     COPY, EXPANSIONS, TENSOR_OPTIONS, copy_source, out_arguments, resolve, updated_arguments,
 )
-from ..schemas import SLOT_META, ArenaPlan, Placement, Root, SavedSet, Write
+from ..schemas import SLOT_META, ArenaPlan, Placement, Root, SavedSet, SavedTensor, Write
 from .expand import expand
 from .observe import at_node
 
@@ -201,18 +201,21 @@ def annotate_backward(bw: fx.GraphModule, saved: SavedSet, plan: ArenaPlan) -> N
 def backward_slot_args(saved: SavedSet, plan: ArenaPlan) -> tuple[int | None, list[list[int]]]:
     """Where the backward's arguments meet the slot, by position: one argument that is a slot
     view (None when none is), and the arguments of each offloaded group (in plan order)."""
-    slotted = [t.backward_index for t in saved.tensors
-               if plan.placement(t.group).write is not Write.NONE and t.backward_index >= 0]
+    slotted = [t.backward_index for t in slot_tensors(saved, plan) if t.backward_index >= 0]
     offloaded = [[saved.tensor(m).backward_index for m in saved.groups[p.group].members]
                  for p in plan.placements if p.write is Write.OFFLOAD]
     return (min(slotted) if slotted else None), offloaded
 
 
+def slot_tensors(saved: SavedSet, plan: ArenaPlan) -> list[SavedTensor]:
+    """The saved tensors in the slot's arenas (device or host), not saved as they are."""
+    return [t for t in saved.tensors if plan.placement(t.group).write is not Write.NONE]
+
+
 def slot_outputs(saved: SavedSet, plan: ArenaPlan) -> list[int]:
     """The forward outputs (by position) that are saved tensors in the slot: the ones a
     replay hands the backward as the arena token."""
-    return [t.output_index for t in saved.tensors
-            if plan.placement(t.group).write is not Write.NONE and t.output_index >= 0]
+    return [t.output_index for t in slot_tensors(saved, plan) if t.output_index >= 0]
 
 
 def snapshot(gm: fx.GraphModule) -> Callable[[], fx.GraphModule]:

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from ..errors import FxslotsError
+from ..passes.rewrite import slot_tensors
 from ..schemas import ArenaPlan, SavedSet, Write
 
 
@@ -85,9 +86,8 @@ def collapse_of(saved: SavedSet, plan: ArenaPlan, n_backward: int, fixed: int) -
     copy writes in the device arena, staged inputs there, and offloaded ones in the host
     arena."""
     device, host = [], []
-    for t in saved.tensors:
-        write = plan.placement(t.group).write
-        if t.output_index >= 0 and t.backward_index >= 0 and write is not Write.NONE:
-            (host if write is Write.OFFLOAD else device).append((t.output_index,
-                                                                 t.backward_index))
+    for t in slot_tensors(saved, plan):
+        if t.output_index >= 0 and t.backward_index >= 0:
+            offloaded = plan.placement(t.group).write is Write.OFFLOAD
+            (host if offloaded else device).append((t.output_index, t.backward_index))
     return plan_collapse([device, host], {j for j, _ in host}, n_backward, fixed)

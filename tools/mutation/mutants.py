@@ -901,15 +901,15 @@ MUTANTS: tuple[Mutant, ...] = (
             "test_grouped_runs_make_few_views_and_keep_each_index_its_own",
             "tests/test_deliver.py")),
     Mutant("saved-inputs-lose-dynamic-marks", "fxslots/passes/rewrite.py",
-           "            if plan.placement(t.group).write is not Write.NONE and t.output_index >= 0]",
-           "            if t.output_index >= 0]",
+           "    return [t for t in saved.tensors if plan.placement(t.group).write is not Write.NONE]",
+           "    return list(saved.tensors)",
            "only saved tensors in the slot lose AOTAutograd's dynamic marks: the caller's own "
            "tensors, saved as they are (graphs off), keep theirs", "cpu",
            ("tests/test_graph_executor_cpu.py::"
             "test_without_graphs_a_saved_input_keeps_its_dynamic_mark",)),
     Mutant("expanded-output-copied-in-its-strides", "fxslots/_torch/__init__.py",
-           "    if torch._debug_has_internal_overlap(t) == 0:",
-           "    if True:",
+           "    return torch._debug_has_internal_overlap(t) != 0",
+           "    return False",
            "an output whose elements share memory (expanded) is copied out of the pool into dense "
            "memory: a copy cannot write an overlapping destination", "cpu",
            ("tests/test_graph_executor_cpu.py::test_an_expanded_output_is_copied_out_dense",)),

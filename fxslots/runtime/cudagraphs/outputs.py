@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from ... import _torch, state
+from ...geometry import contiguous_strides
 from ..layout import Geometry, geometry_of, grouped_runs, make_views, pack
 
 _CPU = torch.device("cpu")
@@ -44,7 +45,7 @@ class Captured:
     stage: tuple[tuple[int, torch.Tensor], ...]  # (argument, where replays copy it to)
     outs: list[Out]
     writeback: tuple[tuple[int, torch.Tensor], ...] = ()  # staged inputs the graph mutates
-    _by_kind: dict = field(default_factory=dict, init=False)
+    _pool: tuple = field(default=([], ()), init=False)  # the pool outputs, their copies' runs
     _viewed: list = field(default_factory=list, init=False)
     _collapse: tuple = field(default=(None, None), init=False)  # (Collapse, outputs kept)
     _values: list = field(default_factory=list, init=False)  # what results() starts from
@@ -66,18 +67,19 @@ class Captured:
         self._viewed = []
         for at, kind in enumerate(_VIEWED):
             idx = [j for j, o in enumerate(self.outs) if o.kind is kind]
-            self._by_kind[kind] = grouped_runs(idx, [self.outs[j].geometry for j in idx])
             if idx:
                 lo, hi = min(idx), max(idx)
                 span = slice(lo, hi + 1) if hi - lo == len(idx) - 1 else None
-                self._viewed.append((kind, at, *self._by_kind[kind], span))
+                self._viewed.append((kind, at, *grouped_runs(
+                    idx, [self.outs[j].geometry for j in idx]), span))
         pool = [j for j, o in enumerate(self.outs) if o.kind is OutKind.POOL]
         values = [self.outs[j].value for j in pool]
         # copied in their own strides, unless elements share memory (an expanded output):
         # a copy cannot write those, so it gets dense ones
-        geometry, self.pool_nbytes = pack([(v.dtype, tuple(v.shape), _torch.dense_strides(v))
-                                           for v in values], 16)
-        self._by_kind[OutKind.POOL] = grouped_runs(pool, geometry)
+        geometry, self.pool_nbytes = pack(
+            [(v.dtype, tuple(v.shape), contiguous_strides(v.shape) if _torch.overlaps(v)
+              else v.stride()) for v in values], 16)
+        self._pool = grouped_runs(pool, geometry)
 
     def moved(self, args: list[Any]) -> int | None:
         """The first argument not staged by fxslots whose address differs from the capture's
@@ -103,7 +105,7 @@ class Captured:
         (with tokens; ``runtime.collapse``): one token per arena, the other places left out,
         where this capture's saved outputs are the ones it expects."""
         result = self._values.copy()
-        if self._by_kind[OutKind.POOL][0]:
+        if self._pool[0]:
             self._copy_out(result, device, out)
         sources = (aliases[0], aliases[1], delivered[0], delivered[1])
         for kind, at, idx, runs, span in self._viewed:
@@ -118,9 +120,8 @@ class Captured:
             else:
                 for j, v in zip(idx, make_views(sources[at], where, None, runs), strict=True):
                     result[j] = v
-        if collapse is not None and self._kept(collapse) is not None:
-            return [result[j] for j in self._kept(collapse)]
-        return result
+        kept = None if collapse is None else self._kept(collapse)
+        return result if kept is None else [result[j] for j in kept]
 
     def _kept(self, collapse: Any) -> tuple[int, ...] | None:
         """The outputs handed over under ``collapse``, or None where this capture's saved
@@ -134,7 +135,7 @@ class Captured:
 
     def _copy_out(self, result: list[Any], device: torch.device, out: Any) -> None:
         """The pool outputs copied into ``out`` (an OutputBuffer) or fresh memory."""
-        pool, runs = self._by_kind[OutKind.POOL]
+        pool, runs = self._pool
         state.counters["pool_bytes_copied_out"] += self.pool_nbytes
         if out is None and len(pool) == 1:  # a forward's one output: one allocation, one copy
             v = self.outs[pool[0]].value

@@ -10,7 +10,7 @@ from typing import Any, Callable
 import torch
 
 from ... import _torch, state
-from ...geometry import span_elements
+from ...geometry import contiguous_strides, span_elements
 from ..layout import Geometry, make_views, pack, view_runs
 from ..ring import lasting
 
@@ -184,7 +184,7 @@ def compact_grads(outs: Any, indices: Any) -> Any:  # indices: falsy for none
         outs[i] for i in indices if i < len(outs) and isinstance(outs[i], torch.Tensor)))
     if not grads or any(g.requires_grad for g in grads):
         return outs
-    shapes = [(g.dtype, tuple(g.shape), g.stride() if _dense(g) else _contiguous(g.shape))
+    shapes = [(g.dtype, tuple(g.shape), g.stride() if _dense(g) else contiguous_strides(g.shape))
               for g in grads]
     geometry, nbytes = pack(shapes, 512)
     views = fresh_views(nbytes, view_runs(geometry), grads[0].device)
@@ -212,10 +212,3 @@ def fresh_views(nbytes: int, runs: Any, device: torch.device) -> list[torch.Tens
 def _dense(t: torch.Tensor) -> bool:
     return span_elements(t.shape, t.stride()) == t.numel()
 
-
-def _contiguous(shape: Any) -> tuple[int, ...]:
-    strides, n = [], 1
-    for s in reversed(shape):
-        strides.append(n)
-        n *= s
-    return tuple(reversed(strides))
