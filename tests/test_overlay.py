@@ -9,6 +9,8 @@ import copy
 import gc
 import re
 
+import weakref
+
 import pytest
 import torch
 from expecttest import assert_expected_inline
@@ -213,12 +215,13 @@ def test_gradients_kept_past_the_next_forward_move_the_arena_not_the_gradients(
     _same_grads(m, e)
     # The gradients stayed where they were (the old arena, kept for them while they live).
     assert [g.data_ptr() for g in kept] == [p.grad.data_ptr() for p in m.parameters()]
-    assert any(mem.data_ptr() == lo for mem, _ in state.viewed)
+    (old,) = [weakref.ref(mem) for mem, _ in state.viewed if mem.data_ptr() == lo]
     assert not any(_in(*_arena_of(region)[1:], g) for g in kept)
     del kept, values
     _drop(m, e)
     c(torch.randn(256, 64)).sum().backward()  # the next forward lets the old arena go
-    assert not any(mem.data_ptr() == lo for mem, _ in state.viewed)
+    # by identity: a buffer allocated since may take the freed address (it did, under xdist)
+    assert not any(mem is old() for mem, _ in state.viewed)
 
 
 def test_an_eviction_out_of_memory_names_grads_in_arena(stand_in_graphs, monkeypatch):  # noqa
