@@ -1,11 +1,12 @@
 """Out-variants fxslots registers, through ``torch.library``, for ops that have none.
 
-Each is a real kernel that writes into the memory it is given: the same kernels, in the same
-order, as the op it stands for, so its results are bitwise the op's. A variant mirrors one
-implementation: it is registered only while the op's source is the one it was written
-against (a fingerprint of that source), so a library update that changes the op turns the
-route off (the group is then copied, which is always correct) instead of computing
-something else.
+Each is a real kernel that writes into the memory it is given. Most are the same kernels, in
+the same order, as the op they stand for, so their results are bitwise the op's. Such a
+variant mirrors one implementation: it is registered only while the op's source is the one it
+was written against (a fingerprint of that source), so a library update that changes the op
+turns the route off (the group is then copied, which is always correct) instead of computing
+something else. The one exception is SDPA's efficient attention, whose kernel fxslots brings
+(``fxslots/attention.py``: same layout, same backward, not the same bits).
 """
 
 from __future__ import annotations
@@ -19,13 +20,19 @@ from typing import Any, Callable
 
 import torch
 
+from . import attention
+
 _lib: torch.library.Library | None = None
 _registered: dict[str, str | None] = {}  # op qualname -> its out-variant's qualname, or None
 
 
-def out_variant(qualname: str) -> str | None:
+def out_variant(qualname: str, args: tuple = (), kwargs: dict | None = None) -> str | None:
     """The out-variant registered for ``qualname`` (``"transformers::grouped_mm_fallback"``),
-    registering it on first use when its source matches; None when there is none."""
+    registering it on first use when its source matches; None when there is none, or when
+    the variant does not cover these arguments (FX nodes or values)."""
+    fits = _FITS.get(qualname)
+    if fits is not None and not fits(args, kwargs or {}):
+        return None
     if qualname not in _registered:
         known = _KNOWN.get(qualname)
         _registered[qualname] = known() if known is not None else None
@@ -110,6 +117,35 @@ def _grouped_mm_fallback() -> str | None:
                    _grouped_mm_fallback_out)
 
 
+def _efficient_attention() -> str:
+    """``fxslots::efficient_attention.out``: fxslots' attention forward, on CUDA."""
+    global _lib
+    if _lib is None:
+        _lib = torch.library.Library("fxslots", "DEF")
+    outs = ", ".join(f"Tensor({a}!) out{i}" for i, a in enumerate("abcd"))
+    _lib.define("efficient_attention.out(Tensor query, Tensor key, Tensor value, "
+                "Tensor? attn_bias, bool compute_log_sumexp, float dropout_p=0., "
+                f"bool is_causal=False, *, float? scale=None, {outs}) -> "
+                "(Tensor(a!), Tensor(b!), Tensor(c!), Tensor(d!))")
+    _lib.impl("efficient_attention.out", attention.efficient_attention_out, "CUDA")
+    torch.library.register_fake("fxslots::efficient_attention.out", _returns_outs, lib=_lib)
+    return "fxslots::efficient_attention.out"
+
+
+def _returns_outs(*args: Any, out0: torch.Tensor, out1: torch.Tensor, out2: torch.Tensor,
+                  out3: torch.Tensor, **kwargs: Any) -> tuple[torch.Tensor, ...]:
+    return out0, out1, out2, out3
+
+
 _KNOWN: dict[str, Callable[[], str | None]] = {
     "transformers::grouped_mm_fallback": _grouped_mm_fallback,
+    "aten::_scaled_dot_product_efficient_attention": _efficient_attention,
 }
+# Variants that cover only some calls of their op: whether they cover these arguments.
+_FITS: dict[str, Callable[[tuple, dict], bool]] = {
+    "aten::_scaled_dot_product_efficient_attention": attention.fits_efficient,
+}
+VIA = {"aten::_scaled_dot_product_efficient_attention":
+       "fxslots' attention forward (Triton, FlashAttention-2) writes output and logsumexp in "
+       "the layout of the op's own kernel; PyTorch's backward reads them (not bitwise the op's "
+       "forward: copy_free=False keeps it)"}

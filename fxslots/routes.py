@@ -20,7 +20,10 @@ A route is honest when the kernel that computes the value writes it into the giv
   rewrite lives in ``passes/expand.py``). Each mirrors the PyTorch source it names;
   tests/test_routes.py and the zoo tests pin it bitwise;
 - for a custom op without an out= form, an out-variant fxslots registers through
-  ``torch.library`` (``fxslots/out_variants.py``).
+  ``torch.library`` (``fxslots/out_variants.py``);
+- for SDPA's efficient attention on CUDA, fxslots' own attention forward
+  (``fxslots/attention.py``), which writes output and logsumexp where PyTorch's backward
+  reads them: the one route whose kernel is not the op's own.
 
 Anything else is copied once, and the plan says why and what would make it copy-free.
 """
@@ -33,7 +36,7 @@ from typing import Any
 import torch
 
 from . import _torch
-from .out_variants import cudnn_convolution, out_variant
+from .out_variants import VIA, cudnn_convolution, out_variant
 
 aten = torch.ops.aten
 
@@ -152,10 +155,11 @@ def find_route(target: Any, device_type: str, source_device: str | None = None,
     if not isinstance(target, _torch.OpOverload):
         return Route(None, f"{name} is not an ATen operator",
                      f"an out= form for {name} (a custom op can register one)")
-    variant = out_variant(_torch.op_qualname(target))
+    qualname = _torch.op_qualname(target)
+    variant = out_variant(qualname, args, kwargs)
     if variant is not None and _torch.has_device_kernel(variant, device_type):
-        return Route(variant, via=f"fxslots' out-variant of {target}: the same kernels, "
-                                  f"writing into out=")
+        return Route(variant, via=VIA.get(qualname, f"fxslots' out-variant of {target}: the "
+                                                    f"same kernels, writing into out="))
     if target in _COPY_OPS and source_device == device_type:
         return Route(COPY)
     expansion = EXPANSIONS.get(target)

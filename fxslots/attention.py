@@ -1,0 +1,131 @@
+"""fxslots' attention forward: scaled dot-product attention written into given memory.
+
+PyTorch's SDPA kernels allocate what they return and have no out= form, so the output and
+logsumexp that their backward reads were copied into the slot (one copy per attention: 7% of
+a Llama's saved bytes, 19% of a Mixtral's). This module holds a FlashAttention-2 forward in
+Triton that writes them where it is told, laid out exactly as
+``aten._scaled_dot_product_efficient_attention`` lays them out (output in (B, M, H, K) order,
+logsumexp in natural log, rows padded to 32 with +inf), so PyTorch's own backward
+(``_scaled_dot_product_efficient_attention_backward``) reads them from the slot unchanged.
+
+It is the one route that does not run the op's own kernel, so its forward is not bitwise
+PyTorch's: the same sums in another order. fp32 multiplies in IEEE fp32, as the CUTLASS kernel
+does (no TF32); half types round the softmax weights to the input type before ``P @ V``, as
+FlashAttention and cuDNN do. ``options={"copy_free": False}`` keeps PyTorch's kernel.
+
+It covers what a model's causal or full attention asks of that op in training: no attention
+bias, no dropout, equal head counts, head sizes up to 256, fp32/fp16/bf16 on CUDA
+(``fits_efficient``); anything else keeps the op and one copy. Triton is imported at the first
+launch, never at import.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib.util
+import math
+from typing import Any
+
+import torch
+
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+MAX_HEAD_DIM = 256
+LSE_ALIGN = 32  # the efficient kernel pads logsumexp rows to a multiple of 32 (kAlignLSE)
+
+
+def fits_efficient(args: tuple, kwargs: dict) -> bool:
+    """Whether ``aten._scaled_dot_product_efficient_attention(*args, **kwargs)`` (FX nodes or
+    values) is what fxslots' kernel computes: no bias, no dropout, one head count, a head size
+    it tiles, a float type, CUDA, and Triton present."""
+    names = ("query", "key", "value", "attn_bias", "compute_log_sumexp", "dropout_p",
+             "is_causal")
+    given = dict(zip(names, args, strict=False)) | kwargs
+    q, k, v = (_val(given.get(n)) for n in names[:3])
+    if not all(isinstance(t, torch.Tensor) and t.dim() == 4 for t in (q, k, v)):
+        return False
+    if given.get("attn_bias") is not None or given.get("dropout_p", 0.0) != 0.0:
+        return False
+    if not isinstance(given.get("is_causal", False), bool) or q.device.type != "cuda":
+        return False
+    if q.dtype not in DTYPES or not q.dtype == k.dtype == v.dtype:
+        return False
+    heads = {q.shape[1], k.shape[1], v.shape[1]}
+    return (len(heads) == 1 and q.shape[3] == k.shape[3] and k.shape[2] == v.shape[2]
+            and all(type(d) is int and 0 < d <= MAX_HEAD_DIM for d in (q.shape[3], v.shape[3]))
+            and importlib.util.find_spec("triton") is not None)
+
+
+def _val(x: Any) -> Any:
+    return x.meta.get("val") if hasattr(x, "meta") else x
+
+
+def efficient_attention_out(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                            attn_bias: torch.Tensor | None, compute_log_sumexp: bool,
+                            dropout_p: float = 0.0, is_causal: bool = False, *,
+                            scale: float | None = None, out0: torch.Tensor, out1: torch.Tensor,
+                            out2: torch.Tensor, out3: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """``_scaled_dot_product_efficient_attention`` into ``out0`` (output), ``out1``
+    (logsumexp), ``out2`` and ``out3`` (the dropout seed and offset: zeros, which its backward
+    never reads without dropout)."""
+    if attn_bias is not None or dropout_p != 0.0:
+        raise ValueError("fxslots' attention kernel takes no attn_bias and no dropout")
+    b, h, m, _ = query.shape
+    n, dv = key.shape[2], value.shape[3]
+    lm = math.ceil(m / LSE_ALIGN) * LSE_ALIGN if compute_log_sumexp else 0
+    if tuple(out0.shape) != (b, h, m, dv):  # scratch: the (B, M, H, K) order of the op's own
+        out0.resize_(b, m, h, dv).transpose_(1, 2)
+    _fit(out1, (b, h, lm))
+    for seed in (out2, out3):
+        _fit(seed, ()).zero_()
+    if b * h * max(m, lm) > 0:
+        scale = 1.0 / math.sqrt(query.shape[3]) if scale is None else scale
+        _launch(query, key, value, out0, out1, scale, is_causal, m, n, lm)
+    return out0, out1, out2, out3
+
+
+def _fit(t: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
+    """``t`` as a contiguous tensor of ``shape``: a slot view already is; an empty scratch
+    tensor (symbolic sizes) is resized, as out= kernels resize an empty output."""
+    if tuple(t.shape) != shape:
+        t.resize_(shape)
+    return t
+
+
+def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
+            lse: torch.Tensor, scale: float, causal: bool, m: int, n: int, lm: int) -> None:
+    b, h, _, d = q.shape
+    dv = v.shape[3]
+    block_m, block_n, warps, stages = _tiles(q.dtype, max(d, dv))
+    lse_strides = lse.stride() if lm else (0, 0, 0)
+    grid = (math.ceil(max(m, lm) / block_m), b * h)
+    # The device's own stream, where a capture records the launch (the interpreter: the host).
+    with torch.cuda.device(q.device) if q.is_cuda else contextlib.nullcontext():
+        _kernel()[grid](
+            q, k, v, o, lse, scale * math.log2(math.e),
+            *q.stride(), *k.stride(), *v.stride(), *o.stride(), *lse_strides,
+            h, m, n, d, dv, lm,
+            BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=_pow2(d), BLOCK_DV=_pow2(dv),
+            CAUSAL=causal, PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+            num_warps=warps, num_stages=stages)
+
+
+def _pow2(d: int) -> int:
+    return max(16, 1 << (d - 1).bit_length())
+
+
+def _tiles(dtype: torch.dtype, d: int) -> tuple[int, int, int, int]:
+    """(BLOCK_M, BLOCK_N, warps, stages). BLOCK_M is a multiple of 32, so the row blocks
+    that cover the queries also cover logsumexp's padding."""
+    if dtype == torch.float32:  # fp32 products run on CUDA cores: smaller tiles
+        return (64, 32, 4, 2) if d <= 64 else (32, 32, 4, 2)
+    if d <= 64:
+        return 128, 64, 4, 3
+    return (128, 64, 8, 3) if d <= 128 else (64, 32, 4, 2)
+
+
+@functools.cache
+def _kernel() -> Any:
+    from . import attention_kernel  # imports Triton: at the first launch, never at import
+
+    return attention_kernel.attention_forward
