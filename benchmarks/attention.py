@@ -72,9 +72,9 @@ def _cases(q, k, v):
         attention.efficient_attention_out(q, k, v, None, True, 0.0, True, out0=dest[0],
                                           out1=dest[1], out2=dest[2], out3=dest[3])
 
-    def copied():
+    def copied():  # fxslots copied output and logsumexp (the seeds are 8-byte host scalars)
         r = eff(q, k, v, None, True, 0.0, True)
-        torch._foreach_copy_(dest, list(r))
+        torch._foreach_copy_(dest[:2], list(r[:2]))
 
     cases = {"fxslots": ours, "efficient+copy": copied,
              "efficient": lambda: eff(q, k, v, None, True, 0.0, True),

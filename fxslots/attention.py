@@ -13,8 +13,9 @@ PyTorch's: the same sums in another order. fp32 multiplies in IEEE fp32, as the 
 does (no TF32); half types round the softmax weights to the input type before ``P @ V``, as
 FlashAttention and cuDNN do. ``options={"copy_free": False}`` keeps PyTorch's kernel.
 
-It covers what a model's causal or full attention asks of that op in training: no attention
-bias, no dropout, equal head counts, head sizes up to 256, fp32/fp16/bf16 on CUDA
+It covers what a model's attention asks of that op in training: causal or full, with or
+without an additive bias (the mask HuggingFace models build under ``torch.compile``, T5's
+position bias), no dropout, equal head counts, head sizes up to 256, fp32/fp16/bf16 on CUDA
 (``fits_efficient``); anything else keeps the op and one copy. Triton is imported at the first
 launch, never at import.
 """
@@ -36,15 +37,19 @@ LSE_ALIGN = 32  # the efficient kernel pads logsumexp rows to a multiple of 32 (
 
 def fits_efficient(args: tuple, kwargs: dict) -> bool:
     """Whether ``aten._scaled_dot_product_efficient_attention(*args, **kwargs)`` (FX nodes or
-    values) is what fxslots' kernel computes: no bias, no dropout, one head count, a head size
-    it tiles, a float type, CUDA, and Triton present."""
+    values) is what fxslots' kernel computes: no dropout, one head count, a head size it
+    tiles, a float type (the bias's too), CUDA, and Triton present."""
     names = ("query", "key", "value", "attn_bias", "compute_log_sumexp", "dropout_p",
              "is_causal")
     given = dict(zip(names, args, strict=False)) | kwargs
     q, k, v = (_val(given.get(n)) for n in names[:3])
     if not all(isinstance(t, torch.Tensor) and t.dim() == 4 for t in (q, k, v)):
         return False
-    if given.get("attn_bias") is not None or given.get("dropout_p", 0.0) != 0.0:
+    bias = _val(given.get("attn_bias"))
+    if bias is not None and not (isinstance(bias, torch.Tensor) and bias.dim() == 4
+                                 and bias.dtype == q.dtype):
+        return False
+    if given.get("dropout_p", 0.0) != 0.0:
         return False
     if not isinstance(given.get("is_causal", False), bool) or q.device.type != "cuda":
         return False
@@ -67,9 +72,9 @@ def efficient_attention_out(query: torch.Tensor, key: torch.Tensor, value: torch
                             out2: torch.Tensor, out3: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """``_scaled_dot_product_efficient_attention`` into ``out0`` (output), ``out1``
     (logsumexp), ``out2`` and ``out3`` (the dropout seed and offset: zeros, which its backward
-    never reads without dropout)."""
-    if attn_bias is not None or dropout_p != 0.0:
-        raise ValueError("fxslots' attention kernel takes no attn_bias and no dropout")
+    never reads without dropout). ``attn_bias`` is (B, H, M, N), broadcast by strides."""
+    if dropout_p != 0.0:
+        raise ValueError("fxslots' attention kernel takes no dropout")
     b, h, m, _ = query.shape
     n, dv = key.shape[2], value.shape[3]
     lm = math.ceil(m / LSE_ALIGN) * LSE_ALIGN if compute_log_sumexp else 0
@@ -80,7 +85,7 @@ def efficient_attention_out(query: torch.Tensor, key: torch.Tensor, value: torch
         _fit(seed, ()).zero_()
     if b * h * max(m, lm) > 0:
         scale = 1.0 / math.sqrt(query.shape[3]) if scale is None else scale
-        _launch(query, key, value, out0, out1, scale, is_causal, m, n, lm)
+        _launch(query, key, value, out0, out1, attn_bias, scale, is_causal, m, n, lm)
     return out0, out1, out2, out3
 
 
@@ -93,7 +98,8 @@ def _fit(t: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
 
 
 def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
-            lse: torch.Tensor, scale: float, causal: bool, m: int, n: int, lm: int) -> None:
+            lse: torch.Tensor, bias: torch.Tensor | None, scale: float, causal: bool, m: int,
+            n: int, lm: int) -> None:
     b, h, _, d = q.shape
     dv = v.shape[3]
     block_m, block_n, warps, stages = _tiles(q.dtype, max(d, dv))
@@ -102,11 +108,13 @@ def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
     # The device's own stream, where a capture records the launch (the interpreter: the host).
     with torch.cuda.device(q.device) if q.is_cuda else contextlib.nullcontext():
         _kernel()[grid](
-            q, k, v, o, lse, scale * math.log2(math.e),
+            q, k, v, o, lse, q if bias is None else bias, scale * math.log2(math.e),
             *q.stride(), *k.stride(), *v.stride(), *o.stride(), *lse_strides,
+            *((0, 0, 0, 0) if bias is None else bias.stride()),
             h, m, n, d, dv, lm,
             BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=_pow2(d), BLOCK_DV=_pow2(dv),
-            CAUSAL=causal, PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+            HAS_BIAS=bias is not None, CAUSAL=causal,
+            PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
             num_warps=warps, num_stages=stages)
 
 

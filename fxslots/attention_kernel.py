@@ -9,16 +9,21 @@ import triton
 import triton.language as tl
 
 LN2: tl.constexpr = tl.constexpr(0.6931471805599453)  # Triton reads only constexpr globals
+LOG2E: tl.constexpr = tl.constexpr(1.4426950408889634)
 
 
 @triton.jit
-def _scores(q, K, rd, cols, rm, N, D, skn, skd, scale_log2, CAUSAL: tl.constexpr,
-            PRECISION: tl.constexpr):
-    """One block of scaled scores, log2 domain, -inf where a key is past the end or (causal,
-    top-left aligned as the efficient kernel's CausalFromTopLeft) after the query."""
+def _scores(q, K, Bias, rd, cols, rm, M, N, D, skn, skd, sbm, sbn, scale_log2,
+            HAS_BIAS: tl.constexpr, CAUSAL: tl.constexpr, PRECISION: tl.constexpr):
+    """One block of scores, log2 domain: scale * q.k + bias, as the efficient kernel adds
+    its bias after scaling; -inf where a key is past the end or (causal, top-left aligned as
+    the efficient kernel's CausalFromTopLeft) after the query."""
     k = tl.load(K + cols[None, :] * skn + rd[:, None] * skd,
                 mask=(cols[None, :] < N) & (rd[:, None] < D), other=0.0)
     s = tl.dot(q, k, input_precision=PRECISION) * scale_log2
+    if HAS_BIAS:
+        s += tl.load(Bias + rm[:, None] * sbm + cols[None, :] * sbn,
+                     mask=(rm[:, None] < M) & (cols[None, :] < N), other=0.0).to(tl.float32) * LOG2E
     keep = cols[None, :] < N
     if CAUSAL:
         keep = keep & (rm[:, None] >= cols[None, :])
@@ -42,12 +47,13 @@ def _accumulate(s, m_i, l_i, acc, V, cols, rv, N, DV, svn, svd, PRECISION: tl.co
 # all, so a captured variant never compiles while its stream is capturing.
 @triton.jit(do_not_specialize=[
     "sqb", "sqh", "sqm", "skb", "skh", "skn", "svb", "svh", "svn", "sob", "soh", "som",
-    "slb", "slh", "slm", "H", "M", "N", "LM"])
-def attention_forward(Q, K, V, O, L, scale_log2,
+    "slb", "slh", "slm", "sbb", "sbh", "sbm", "sbn", "H", "M", "N", "LM"])
+def attention_forward(Q, K, V, O, L, Bias, scale_log2,
                       sqb, sqh, sqm, sqd, skb, skh, skn, skd, svb, svh, svn, svd,
-                      sob, soh, som, sod, slb, slh, slm, H, M, N, D, DV, LM,
+                      sob, soh, som, sod, slb, slh, slm, sbb, sbh, sbm, sbn, H, M, N, D, DV, LM,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-                      BLOCK_DV: tl.constexpr, CAUSAL: tl.constexpr, PRECISION: tl.constexpr):
+                      BLOCK_DV: tl.constexpr, HAS_BIAS: tl.constexpr, CAUSAL: tl.constexpr,
+                      PRECISION: tl.constexpr):
     pid, bh = tl.program_id(0), tl.program_id(1)
     b, h = bh // H, bh % H
     rm = pid * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -63,8 +69,8 @@ def attention_forward(Q, K, V, O, L, scale_log2,
         end = N
     for start in range(0, end, BLOCK_N):
         cols = start + tl.arange(0, BLOCK_N)
-        s = _scores(q, K + b * skb + h * skh, rd, cols, rm, N, D, skn, skd, scale_log2, CAUSAL,
-                    PRECISION)
+        s = _scores(q, K + b * skb + h * skh, Bias + b * sbb + h * sbh, rd, cols, rm, M, N, D,
+                    skn, skd, sbm, sbn, scale_log2, HAS_BIAS, CAUSAL, PRECISION)
         m_i, l_i, acc = _accumulate(s, m_i, l_i, acc, V + b * svb + h * svh, cols, rv, N, DV,
                                     svn, svd, PRECISION)
     tl.store(O + b * sob + h * soh + rm[:, None] * som + rv[None, :] * sod,

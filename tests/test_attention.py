@@ -42,7 +42,9 @@ def test_efficient_attention_routes_through_fxslots_kernel_only_where_it_compute
     assert find_route(EFFICIENT, "cuda", None, (*qkv, None, True), {"is_causal": False}).op
     with FakeTensorMode():
         bias = _Val(torch.empty(2, 4, 12, 12, device="cuda"))
-    for args in ((*qkv, bias, True, 0.0, True),  # an attention mask
+        half_bias = _Val(torch.empty(2, 4, 12, 12, device="cuda", dtype=torch.half))
+    assert find_route(EFFICIENT, "cuda", None, (*qkv, bias, True, 0.0, False)).op
+    for args in ((*qkv, half_bias, True, 0.0, True),  # a bias of another type
                  (*qkv, None, True, 0.1, True),  # dropout: its mask comes from PyTorch's RNG
                  (*_fake_qkv(heads=(4, 2, 2)), None, True),  # grouped heads
                  (*_fake_qkv(d=512, dv=512), None, True),  # a head size it does not tile
@@ -80,29 +82,34 @@ def test_the_kernel_runs_in_triton_interpreter():
     assert run.returncode == 0 and " passed" in run.stdout, run.stdout[-3000:]
 
 
-@pytest.mark.parametrize("b,h,m,n,d,dv,causal,dtype", [
-    (2, 4, 12, 12, 8, 8, True, torch.float32),  # the zoo's Llama: head size 8, padded to 16
-    (1, 2, 70, 70, 64, 64, True, torch.float32),  # rows past one block, logsumexp padding
-    (2, 3, 33, 50, 24, 40, False, torch.float32),  # more keys than queries, two head sizes
-    (1, 2, 130, 130, 128, 128, True, torch.float16),
-    (1, 2, 200, 200, 64, 64, False, torch.bfloat16),
+@pytest.mark.parametrize("b,h,m,n,d,dv,causal,bias,dtype", [
+    (2, 4, 12, 12, 8, 8, True, None, torch.float32),  # the zoo's Llama: head size 8 (of 16)
+    (1, 2, 70, 70, 64, 64, True, None, torch.float32),  # rows past a block, logsumexp padding
+    (2, 3, 33, 50, 24, 40, False, None, torch.float32),  # more keys than queries, 2 head sizes
+    (2, 4, 12, 12, 8, 8, False, "mask", torch.float32),  # a causal mask as HF builds it
+    (2, 3, 33, 50, 24, 24, True, "position", torch.float32),  # T5's bias, and causal too
+    (1, 2, 130, 130, 128, 128, True, None, torch.float16),
+    (1, 2, 200, 200, 64, 64, False, None, torch.bfloat16),
 ])
 def test_attention_forward_writes_output_and_logsumexp_as_the_efficient_kernel_lays_them_out(
-        run_kernel, b, h, m, n, d, dv, causal, dtype):
+        run_kernel, b, h, m, n, d, dv, causal, bias, dtype):
     if dtype == torch.bfloat16 and run_kernel == "cpu":
         pytest.skip("the interpreter computes bfloat16 through numpy, which has none")
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(b, h, s, e, generator=g).to(run_kernel, dtype)
                for s, e in ((m, d), (n, d), (n, dv)))
+    attn_bias = _bias(bias, b, h, m, n, dtype, g, run_kernel)
     with FakeTensorMode():
         want = EFFICIENT(*(torch.empty_strided(t.shape, t.stride(), dtype=dtype, device="cuda")
                            for t in (q, k, v)), None, True, 0.0, causal)
     outs = [torch.empty_strided(w.shape, w.stride(), dtype=w.dtype, device=run_kernel).fill_(
         -1 if w.dtype == torch.int64 else math.nan) for w in want]  # nothing left unwritten
-    got = attention.efficient_attention_out(q, k, v, None, True, 0.0, causal, out0=outs[0],
+    got = attention.efficient_attention_out(q, k, v, attn_bias, True, 0.0, causal, out0=outs[0],
                                             out1=outs[1], out2=outs[2], out3=outs[3])
     assert all(x is y for x, y in zip(got, outs, strict=True))
     s = (q.double() @ k.double().transpose(-1, -2)) / math.sqrt(d)
+    if attn_bias is not None:
+        s = s + attn_bias.double()
     if causal:  # top-left: query i sees keys 0..i
         s = s.masked_fill(~torch.ones(m, n, dtype=torch.bool, device=run_kernel).tril(), -math.inf)
     tol = 1e-5 if dtype == torch.float32 else 2e-2
@@ -114,19 +121,33 @@ def test_attention_forward_writes_output_and_logsumexp_as_the_efficient_kernel_l
     assert outs[2].item() == outs[3].item() == 0
 
 
+def _bias(kind, b, h, m, n, dtype, g, device):
+    """None; a causal mask as SDPA hands it to the kernel (0 / -inf, one row per query,
+    broadcast over heads by a zero stride); or a learned bias of its own per head."""
+    if kind is None:
+        return None
+    if kind == "mask":
+        keep = torch.ones(m, n, dtype=torch.bool).tril()
+        mask = torch.zeros(m, n).masked_fill(~keep, -math.inf)
+        return mask.to(device, dtype).expand(b, h, m, n)
+    return torch.randn(b, h, m, n, generator=g).to(device, dtype)
+
+
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("causal", [True, False])
-def test_pytorch_backward_reads_fxslots_forward_as_its_own(dtype, causal):
+@pytest.mark.parametrize("causal,bias", [(True, None), (False, None), (False, "mask"),
+                                         (True, "position")])
+def test_pytorch_backward_reads_fxslots_forward_as_its_own(dtype, causal, bias):
     """PyTorch's efficient-attention backward, given fxslots' output and logsumexp, gives the
     gradients it gives from its own forward's."""
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, 8, 300, 64, device="cuda", dtype=dtype) for _ in range(3))
+    attn_bias = _bias(bias, 2, 8, 300, 300, dtype, torch.Generator().manual_seed(1), "cuda")
     grad = torch.randn_like(q)
-    theirs = EFFICIENT(q, k, v, None, True, 0.0, causal)
+    theirs = EFFICIENT(q, k, v, attn_bias, True, 0.0, causal)
     ours = [torch.empty_like(t) for t in theirs]
-    attention.efficient_attention_out(q, k, v, None, True, 0.0, causal, out0=ours[0],
+    attention.efficient_attention_out(q, k, v, attn_bias, True, 0.0, causal, out0=ours[0],
                                       out1=ours[1], out2=ours[2], out3=ours[3])
     assert [t.stride() for t in ours] == [t.stride() for t in theirs]
     tol = dict(rtol=2e-5, atol=2e-5) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
@@ -134,33 +155,36 @@ def test_pytorch_backward_reads_fxslots_forward_as_its_own(dtype, causal):
     torch.testing.assert_close(ours[1][..., :300], theirs[1][..., :300], rtol=1e-5, atol=1e-5)
     backward = aten._scaled_dot_product_efficient_attention_backward.default
     mask = [True, True, True, False]
-    g_theirs = backward(grad, q, k, v, None, theirs[0], theirs[1], theirs[2], theirs[3], 0.0,
-                        mask, causal)
-    g_ours = backward(grad, q, k, v, None, ours[0], ours[1], ours[2], ours[3], 0.0, mask, causal)
+    g_theirs = backward(grad, q, k, v, attn_bias, *theirs, 0.0, mask, causal)
+    g_ours = backward(grad, q, k, v, attn_bias, *ours, 0.0, mask, causal)
     for a, b in zip(g_ours[:3], g_theirs[:3], strict=True):
         torch.testing.assert_close(a, b, **tol)
 
 
 class _CausalSelfAttention(torch.nn.Module):
-    """A decoder's attention block: fused QKV projection, SDPA, output projection."""
+    """A decoder's attention block: fused QKV projection, SDPA, output projection. ``masked``:
+    causal through a boolean mask, as HuggingFace models build it under torch.compile."""
 
-    def __init__(self, hidden=64, heads=4):
+    def __init__(self, hidden=64, heads=4, masked=False):
         super().__init__()
         self.qkv, self.o, self.heads = torch.nn.Linear(hidden, 3 * hidden), torch.nn.Linear(
             hidden, hidden), heads
+        self.masked = masked
 
     def forward(self, x):
         b, s, h = x.shape
         q, k, v = self.qkv(x).view(b, s, 3, self.heads, h // self.heads).permute(2, 0, 3, 1, 4)
-        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        mask = torch.ones(s, s, dtype=torch.bool, device=x.device).tril() if self.masked else None
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+                                                             is_causal=not self.masked)
         return self.o(y.transpose(1, 2).reshape(b, s, h))
 
 
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("dynamic", [False, True])
-def test_efficient_attention_writes_its_slot_under_cuda_graphs(dtype, dynamic):
+@pytest.mark.parametrize("dynamic,masked", [(False, False), (True, False), (False, True)])
+def test_efficient_attention_writes_its_slot_under_cuda_graphs(dtype, dynamic, masked):
     """SDPA's efficient attention in a compiled model: fxslots' kernel writes output and
     logsumexp into the slot, under real CUDA graphs, two shapes with all four microbatches in
     flight twice over; every saved byte is copy-free (it was 1 - 2/7 of them with one copy
@@ -171,7 +195,7 @@ def test_efficient_attention_writes_its_slot_under_cuda_graphs(dtype, dynamic):
     from tests import zoo
 
     torch.manual_seed(0)
-    model = _CausalSelfAttention().cuda().to(dtype)
+    model = _CausalSelfAttention(masked=masked).cuda().to(dtype)
     xs = [torch.randn(2, s, 64, device="cuda", dtype=dtype) for s in (100, 160)] * 2
     with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION):
         ours = zoo.train(model, "fxslots", xs, dynamic=dynamic, options={"slots": 4})
