@@ -31,9 +31,13 @@ import torch
 from fxslots import attention
 
 aten = torch.ops.aten
-SHAPES = [  # (name, batch, heads, seq, head size): the benchmark's Llama models and the zoo's
+SHAPES = [  # (name, batch, heads, seq, head size): the benchmark's Llama models, the zoo's, and
+    # sizes on either side of attention.MAX_FLOPS (causal forward FLOPs in the name)
     ("zoo", 2, 4, 12, 8),
+    ("2M", 2, 4, 64, 32),
+    ("34M", 2, 8, 128, 64),
     ("llama-small", 2, 12, 512, 64),
+    ("3.2G", 2, 12, 1024, 64),
     ("llama-large", 4, 16, 2048, 128),
 ]
 CALLS = 20
@@ -76,13 +80,22 @@ def _cases(q, k, v):
         r = eff(q, k, v, None, True, 0.0, True)
         torch._foreach_copy_(dest[:2], list(r[:2]))
 
+    def ours_tf32x3():  # fp32 products as three TF32 ones, on tensor cores
+        attention.F32_PRECISION = "tf32x3"
+        try:
+            ours()
+        finally:
+            attention.F32_PRECISION = "ieee"
+
     cases = {"fxslots": ours, "efficient+copy": copied,
              "efficient": lambda: eff(q, k, v, None, True, 0.0, True),
              "backward(fxslots fwd)": lambda: bwd(grad, q, k, v, None, *dest, 0.0,
                                                   [True] * 3 + [False], True),
              "backward(efficient fwd)": lambda: bwd(grad, q, k, v, None, *theirs, 0.0,
                                                     [True] * 3 + [False], True)}
-    if q.dtype != torch.float32:
+    if q.dtype == torch.float32:
+        cases["fxslots tf32x3"] = ours_tf32x3
+    else:
         cases["flash"] = lambda: aten._scaled_dot_product_flash_attention(q, k, v, 0.0, True)
         cases["cudnn"] = lambda: aten._scaled_dot_product_cudnn_attention(
             q, k, v, None, True, 0.0, True)

@@ -30,35 +30,66 @@ from typing import Any
 
 import torch
 
+from . import _torch
+
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 MAX_HEAD_DIM = 256
 LSE_ALIGN = 32  # the efficient kernel pads logsumexp rows to a multiple of 32 (kAlignLSE)
 
 
-def fits_efficient(args: tuple, kwargs: dict) -> bool:
-    """Whether ``aten._scaled_dot_product_efficient_attention(*args, **kwargs)`` (FX nodes or
-    values) is what fxslots' kernel computes: no dropout, one head count, a head size it
-    tiles, a float type (the bias's too), CUDA, and Triton present."""
+# Above these forward FLOPs PyTorch's kernel plus one copy of output and logsumexp is faster
+# than fxslots' kernel (H200, torch 2.11, benchmarks/attention.py, run 37): fp32 products on
+# CUDA cores reach a third of the CUTLASS kernel's rate, half types about 0.85 of it, and below
+# the bound the copy's launches and bytes cost more than the difference.
+MAX_FLOPS = {torch.float32: 16e6, torch.float16: 1e9, torch.bfloat16: 1e9}
+F32_PRECISION = "ieee"  # fp32 products as fp32, as PyTorch's kernel computes them (no TF32)
+
+
+def fits_efficient(args: tuple, kwargs: dict) -> str | None:
+    """Why fxslots' kernel does not take ``aten._scaled_dot_product_efficient_attention(*args,
+    **kwargs)`` (FX nodes or values), or None when it does: it computes the call (no
+    dropout, one head count, a head size it tiles, a float type and the bias's the same, CUDA,
+    Triton present) and is the cheaper route at its size (``MAX_FLOPS``)."""
     names = ("query", "key", "value", "attn_bias", "compute_log_sumexp", "dropout_p",
              "is_causal")
     given = dict(zip(names, args, strict=False)) | kwargs
-    q, k, v = (_val(given.get(n)) for n in names[:3])
+    q, k, v, bias = (_val(given.get(n)) for n in names[:4])
     if not all(isinstance(t, torch.Tensor) and t.dim() == 4 for t in (q, k, v)):
-        return False
-    bias = _val(given.get("attn_bias"))
+        return "its inputs are not 4-d tensors"
+    why = _unsupported(q, k, v, bias, given)
+    if why is not None:
+        return why
+    flops = 4 * math.prod(_size_hint(x) for x in (*q.shape, k.shape[2]))
+    flops //= 2 if given.get("is_causal", False) else 1
+    if flops > MAX_FLOPS[q.dtype]:
+        return (f"PyTorch's kernel and one copy are faster at {flops / 1e9:.3g} GFLOP than "
+                f"fxslots' attention kernel (above {MAX_FLOPS[q.dtype] / 1e9:.3g} GFLOP in "
+                f"{q.dtype})")
+    if importlib.util.find_spec("triton") is None:
+        return "Triton is not installed (fxslots' attention kernel is written in it)"
+    return None
+
+
+def _unsupported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: Any,
+                 given: dict) -> str | None:
     if bias is not None and not (isinstance(bias, torch.Tensor) and bias.dim() == 4
                                  and bias.dtype == q.dtype):
-        return False
+        return "its attention bias is not a 4-d tensor of the inputs' type"
     if given.get("dropout_p", 0.0) != 0.0:
-        return False
+        return "it drops out (its mask comes from PyTorch's generator, in its kernel)"
     if not isinstance(given.get("is_causal", False), bool) or q.device.type != "cuda":
-        return False
+        return "it is not on CUDA"
     if q.dtype not in DTYPES or not q.dtype == k.dtype == v.dtype:
-        return False
-    heads = {q.shape[1], k.shape[1], v.shape[1]}
-    return (len(heads) == 1 and q.shape[3] == k.shape[3] and k.shape[2] == v.shape[2]
-            and all(type(d) is int and 0 < d <= MAX_HEAD_DIM for d in (q.shape[3], v.shape[3]))
-            and importlib.util.find_spec("triton") is not None)
+        return f"its inputs are {q.dtype}, {k.dtype}, {v.dtype}"
+    if len({q.shape[1], k.shape[1], v.shape[1]}) != 1 or q.shape[3] != k.shape[3]:
+        return "query, key and value differ in heads or head size"
+    if not all(type(d) is int and 0 < d <= MAX_HEAD_DIM for d in (q.shape[3], v.shape[3])):
+        return f"its head size is not at most {MAX_HEAD_DIM}"
+    return None
+
+
+def _size_hint(x: Any) -> int:
+    return x if type(x) is int else _torch.size_hint(x)
 
 
 def _val(x: Any) -> Any:
@@ -114,7 +145,7 @@ def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
             h, m, n, d, dv, lm,
             BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=_pow2(d), BLOCK_DV=_pow2(dv),
             HAS_BIAS=bias is not None, CAUSAL=causal,
-            PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+            PRECISION=F32_PRECISION if q.dtype == torch.float32 else "tf32",
             num_warps=warps, num_stages=stages)
 
 

@@ -26,13 +26,16 @@ _lib: torch.library.Library | None = None
 _registered: dict[str, str | None] = {}  # op qualname -> its out-variant's qualname, or None
 
 
-def out_variant(qualname: str, args: tuple = (), kwargs: dict | None = None) -> str | None:
-    """The out-variant registered for ``qualname`` (``"transformers::grouped_mm_fallback"``),
-    registering it on first use when its source matches; None when there is none, or when
-    the variant does not cover these arguments (FX nodes or values)."""
+def refusal(qualname: str, args: tuple = (), kwargs: dict | None = None) -> str | None:
+    """Why ``qualname``'s out-variant does not take these arguments (FX nodes or values), for a
+    variant that takes only some calls of its op; None when it takes them, or has no say."""
     fits = _FITS.get(qualname)
-    if fits is not None and not fits(args, kwargs or {}):
-        return None
+    return None if fits is None else fits(args, kwargs or {})
+
+
+def out_variant(qualname: str) -> str | None:
+    """The out-variant registered for ``qualname`` (``"transformers::grouped_mm_fallback"``),
+    registering it on first use when its source matches; None when there is none."""
     if qualname not in _registered:
         known = _KNOWN.get(qualname)
         _registered[qualname] = known() if known is not None else None
@@ -141,8 +144,8 @@ _KNOWN: dict[str, Callable[[], str | None]] = {
     "transformers::grouped_mm_fallback": _grouped_mm_fallback,
     "aten::_scaled_dot_product_efficient_attention": _efficient_attention,
 }
-# Variants that cover only some calls of their op: whether they cover these arguments.
-_FITS: dict[str, Callable[[tuple, dict], bool]] = {
+# Variants that take only some calls of their op: why not these arguments (None: they do).
+_FITS: dict[str, Callable[[tuple, dict], str | None]] = {
     "aten::_scaled_dot_product_efficient_attention": attention.fits_efficient,
 }
 VIA = {"aten::_scaled_dot_product_efficient_attention":

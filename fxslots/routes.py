@@ -36,7 +36,7 @@ from typing import Any
 import torch
 
 from . import _torch
-from .out_variants import VIA, cudnn_convolution, out_variant
+from .out_variants import VIA, cudnn_convolution, out_variant, refusal
 
 aten = torch.ops.aten
 
@@ -156,7 +156,8 @@ def find_route(target: Any, device_type: str, source_device: str | None = None,
         return Route(None, f"{name} is not an ATen operator",
                      f"an out= form for {name} (a custom op can register one)")
     qualname = _torch.op_qualname(target)
-    variant = out_variant(qualname, args, kwargs)
+    refused = refusal(qualname, args, kwargs)
+    variant = None if refused else out_variant(qualname)
     if variant is not None and _torch.has_device_kernel(variant, device_type):
         return Route(variant, via=VIA.get(qualname, f"fxslots' out-variant of {target}: the "
                                                     f"same kernels, writing into out="))
@@ -170,6 +171,7 @@ def find_route(target: Any, device_type: str, source_device: str | None = None,
     if overload is None and str(target.overloadpacket).endswith("_functional"):
         overload = _functional_out(target)
     if overload is None:
+        why = why if refused is None else f"{why}, and fxslots' own kernel is not used: {refused}"
         return Route(None, why, f"a kernel for {target.overloadpacket} that writes into given "
                                 f"memory (an out= form; PyTorch has none, so one copy_ is the "
                                 f"cheapest honest route)")

@@ -51,12 +51,25 @@ def test_efficient_attention_routes_through_fxslots_kernel_only_where_it_compute
                  (*_fake_qkv(dtype=torch.float64), None, True),
                  (*_fake_qkv(device="cpu"), None, True)):
         route = find_route(EFFICIENT, args[0].meta["val"].device.type, None, args)
-        assert route.op is None and "no out= form" in route.why, args
+        assert route.op is None and "fxslots' own kernel is not used" in route.why, args
+
+
+def test_efficient_attention_is_copied_where_pytorch_kernel_and_a_copy_are_faster():
+    """The route is taken by cost: a small attention (launches and copies dominate) goes
+    through fxslots' kernel, a large one keeps PyTorch's kernel and its copy, and the plan
+    says why."""
+    with FakeTensorMode():
+        small, large = ([_Val(torch.empty(2, 12, s, 64, device="cuda", dtype=torch.bfloat16))
+                         for _ in range(3)] for s in (512, 2048))
+    assert find_route(EFFICIENT, "cuda", None, (*small, None, True, 0.0, True)).op
+    route = find_route(EFFICIENT, "cuda", None, (*large, None, True, 0.0, True))
+    assert route.op is None and "faster at 12.9 GFLOP" in route.why, route.why
 
 
 def test_efficient_attention_without_triton_is_copied(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
-    assert find_route(EFFICIENT, "cuda", None, (*_fake_qkv(), None, True)).op is None
+    route = find_route(EFFICIENT, "cuda", None, (*_fake_qkv(), None, True))
+    assert route.op is None and "Triton is not installed" in route.why
 
 
 @pytest.fixture
@@ -142,8 +155,9 @@ def test_pytorch_backward_reads_fxslots_forward_as_its_own(dtype, causal, bias):
     """PyTorch's efficient-attention backward, given fxslots' output and logsumexp, gives the
     gradients it gives from its own forward's."""
     torch.manual_seed(0)
-    q, k, v = (torch.randn(2, 8, 300, 64, device="cuda", dtype=dtype) for _ in range(3))
-    attn_bias = _bias(bias, 2, 8, 300, 300, dtype, torch.Generator().manual_seed(1), "cuda")
+    # 304 rows: not a multiple of a block; PyTorch's kernel wants a bias row of 16 bytes' step.
+    q, k, v = (torch.randn(2, 8, 304, 64, device="cuda", dtype=dtype) for _ in range(3))
+    attn_bias = _bias(bias, 2, 8, 304, 304, dtype, torch.Generator().manual_seed(1), "cuda")
     grad = torch.randn_like(q)
     theirs = EFFICIENT(q, k, v, attn_bias, True, 0.0, causal)
     ours = [torch.empty_like(t) for t in theirs]
@@ -152,7 +166,7 @@ def test_pytorch_backward_reads_fxslots_forward_as_its_own(dtype, causal, bias):
     assert [t.stride() for t in ours] == [t.stride() for t in theirs]
     tol = dict(rtol=2e-5, atol=2e-5) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
     torch.testing.assert_close(ours[0], theirs[0], **tol)
-    torch.testing.assert_close(ours[1][..., :300], theirs[1][..., :300], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(ours[1][..., :304], theirs[1][..., :304], rtol=1e-5, atol=1e-5)
     backward = aten._scaled_dot_product_efficient_attention_backward.default
     mask = [True, True, True, False]
     g_theirs = backward(grad, q, k, v, attn_bias, *theirs, 0.0, mask, causal)
