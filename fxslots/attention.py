@@ -37,11 +37,14 @@ MAX_HEAD_DIM = 256
 LSE_ALIGN = 32  # the efficient kernel pads logsumexp rows to a multiple of 32 (kAlignLSE)
 
 
-# Above these forward FLOPs PyTorch's kernel plus one copy of output and logsumexp is faster
-# than fxslots' kernel (H200, torch 2.11, benchmarks/attention.py, run 37): fp32 products on
-# CUDA cores reach a third of the CUTLASS kernel's rate, half types about 0.85 of it, and below
-# the bound the copy's launches and bytes cost more than the difference.
-MAX_FLOPS = {torch.float32: 16e6, torch.float16: 1e9, torch.bfloat16: 1e9}
+# Above these causal-forward FLOPs PyTorch's kernel plus one copy of output and logsumexp is
+# faster than fxslots' kernel. H200, torch 2.11, benchmarks/attention.py, run 37c (fxslots'
+# time over PyTorch's kernel and the copy): fp32 0.42x at 18 kFLOP, 0.84x at 2.1 MFLOP, 1.47x
+# at 34 MFLOP, 2.7x at 0.8 GFLOP (its fp32 products run on CUDA cores at a third of the
+# CUTLASS kernel's rate; as three TF32 products, tf32x3, no better below 17 GFLOP); bf16 0.49x
+# at 18 kFLOP, 0.94x at 0.8 GFLOP, 0.97x at 3.2 GFLOP, 1.13x at 17 GFLOP. Below the bounds the
+# copy's launches and bytes cost more than the kernels' difference.
+MAX_FLOPS = {torch.float32: 8e6, torch.float16: 4e9, torch.bfloat16: 4e9}
 F32_PRECISION = "ieee"  # fp32 products as fp32, as PyTorch's kernel computes them (no TF32)
 
 

@@ -64,6 +64,7 @@ def test_efficient_attention_is_copied_where_pytorch_kernel_and_a_copy_are_faste
     assert find_route(EFFICIENT, "cuda", None, (*small, None, True, 0.0, True)).op
     route = find_route(EFFICIENT, "cuda", None, (*large, None, True, 0.0, True))
     assert route.op is None and "faster at 12.9 GFLOP" in route.why, route.why
+    assert "above 4 GFLOP" in route.why, route.why
 
 
 def test_efficient_attention_without_triton_is_copied(monkeypatch):
