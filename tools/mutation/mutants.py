@@ -933,6 +933,25 @@ MUTANTS: tuple[Mutant, ...] = (
            "the side-effect token of an effectful op (a size-0 static input, None at run time) "
            "anchors no region and takes no .grad", "cpu",
            ("tests/test_backend.py::test_a_graph_with_an_effectful_op_trains_like_aot_eager",)),
+    Mutant("attention-takes-dropout", "fxslots/attention.py",
+           '    if given.get("dropout_p", 0.0) != 0.0:',
+           '    if given.get("dropout_p", 0.0) == -1.0:',
+           "fxslots' attention kernel never takes an attention that drops out (its mask comes "
+           "from PyTorch's generator, inside PyTorch's kernel)", "cpu",
+           ("tests/test_attention.py::"
+            "test_efficient_attention_routes_through_fxslots_kernel_only_where_it_computes_the_op",)),
+    Mutant("attention-takes-grouped-heads", "fxslots/attention.py",
+           "    if len({q.shape[1], k.shape[1], v.shape[1]}) != 1 or q.shape[3] != k.shape[3]:",
+           "    if q.shape[3] != k.shape[3]:",
+           "fxslots' attention kernel takes only query, key and value of one head count", "cpu",
+           ("tests/test_attention.py::"
+            "test_efficient_attention_routes_through_fxslots_kernel_only_where_it_computes_the_op",)),
+    Mutant("attention-route-ignores-cost", "fxslots/attention.py",
+           "    if flops > MAX_FLOPS[q.dtype]:",
+           "    if flops > math.inf:",
+           "an attention larger than MAX_FLOPS keeps PyTorch's kernel and one copy (faster there)",
+           "cpu", ("tests/test_attention.py::"
+                   "test_efficient_attention_is_copied_where_pytorch_kernel_and_a_copy_are_faster",)),
     Mutant("prepare-holds-each-group-once", "fxslots/prepare.py",
            "            for first in (0, 0) if len(group) == 1 else range(len(group)):",
            "            for first in (0,) if len(group) == 1 else range(len(group)):",
