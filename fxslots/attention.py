@@ -2,7 +2,7 @@
 
 PyTorch's SDPA kernels allocate what they return and have no out= form, so the output and
 logsumexp that their backward reads were copied into the slot (one copy per attention: 7% of
-a Llama's saved bytes, 19% of a Mixtral's). This module holds a FlashAttention-2 forward in
+the zoo's Llama's saved bytes, 19% of its Mixtral's). This module holds a FlashAttention-2 forward in
 Triton that writes them where it is told, laid out exactly as
 ``aten._scaled_dot_product_efficient_attention`` lays them out (output in (B, M, H, K) order,
 logsumexp in natural log, rows padded to 32 with +inf), so PyTorch's own backward
@@ -15,9 +15,10 @@ FlashAttention and cuDNN do. ``options={"copy_free": False}`` keeps PyTorch's ke
 
 It covers what a model's attention asks of that op in training: causal or full, with or
 without an additive bias (the mask HuggingFace models build under ``torch.compile``, T5's
-position bias), no dropout, equal head counts, head sizes up to 256, fp32/fp16/bf16 on CUDA
-(``fits_efficient``); anything else keeps the op and one copy. Triton is imported at the first
-launch, never at import.
+position bias), no dropout, equal head counts, head sizes up to 256, fp32/fp16/bf16 on CUDA,
+and only where it is faster than PyTorch's kernel plus the copy (``MAX_FLOPS``, judged at the
+size hints of symbolic shapes) (``fits_efficient``); anything else keeps the op and one copy.
+Triton is imported at the first launch, never at import.
 """
 
 from __future__ import annotations
