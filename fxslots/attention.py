@@ -46,7 +46,12 @@ LSE_ALIGN = 32  # the efficient kernel pads logsumexp rows to a multiple of 32 (
 # at 18 kFLOP, 0.94x at 0.8 GFLOP, 0.97x at 3.2 GFLOP, 1.13x at 17 GFLOP. Below the bounds the
 # copy's launches and bytes cost more than the kernels' difference.
 MAX_FLOPS = {torch.float32: 8e6, torch.float16: 4e9, torch.bfloat16: 4e9}
+# cuDNN's forward (bf16 SDPA on the H200) is 3-4x faster than fxslots' from 34 MFLOP up, and
+# loses to it below (0.49x at 18 kFLOP, 0.55x at 2.1 MFLOP, 1.09x at 34 MFLOP, copy included).
+MAX_FLOPS_CUDNN = {torch.float16: 16e6, torch.bfloat16: 16e6}
 F32_PRECISION = "ieee"  # fp32 products as fp32, as PyTorch's kernel computes them (no TF32)
+_NAMES = ("query", "key", "value", "attn_bias", "compute_log_sumexp", "dropout_p", "is_causal",
+          "return_debug_mask")
 
 
 def fits_efficient(args: tuple, kwargs: dict) -> str | None:
@@ -54,20 +59,33 @@ def fits_efficient(args: tuple, kwargs: dict) -> str | None:
     **kwargs)`` (FX nodes or values), or None when it does: it computes the call (no
     dropout, one head count, a head size it tiles, a float type and the bias's the same, CUDA,
     Triton present) and is the cheaper route at its size (``MAX_FLOPS``)."""
-    names = ("query", "key", "value", "attn_bias", "compute_log_sumexp", "dropout_p",
-             "is_causal")
-    given = dict(zip(names, args, strict=False)) | kwargs
-    q, k, v, bias = (_val(given.get(n)) for n in names[:4])
+    return _refusal(args, kwargs, MAX_FLOPS)
+
+
+def fits_cudnn(args: tuple, kwargs: dict) -> str | None:
+    """The same for ``aten._scaled_dot_product_cudnn_attention`` (half types only, no debug
+    mask), against cuDNN's kernel and one copy (``MAX_FLOPS_CUDNN``)."""
+    given = dict(zip(_NAMES, args, strict=False)) | kwargs
+    if given.get("return_debug_mask", False):
+        return "it returns cuDNN's debug mask"
+    return _refusal(args, kwargs, MAX_FLOPS_CUDNN)
+
+
+def _refusal(args: tuple, kwargs: dict, bounds: dict[torch.dtype, float]) -> str | None:
+    given = dict(zip(_NAMES, args, strict=False)) | kwargs
+    q, k, v, bias = (_val(given.get(n)) for n in _NAMES[:4])
     if not all(isinstance(t, torch.Tensor) and t.dim() == 4 for t in (q, k, v)):
         return "its inputs are not 4-d tensors"
     why = _unsupported(q, k, v, bias, given)
     if why is not None:
         return why
+    if q.dtype not in bounds:
+        return f"fxslots' attention kernel does not stand for this op in {q.dtype}"
     flops = 4 * math.prod(_size_hint(x) for x in (*q.shape, k.shape[2]))
     flops //= 2 if given.get("is_causal", False) else 1
-    if flops > MAX_FLOPS[q.dtype]:
+    if flops > bounds[q.dtype]:
         return (f"PyTorch's kernel and one copy are faster at {flops / 1e9:.3g} GFLOP than "
-                f"fxslots' attention kernel (above {MAX_FLOPS[q.dtype] / 1e9:.3g} GFLOP in "
+                f"fxslots' attention kernel (above {bounds[q.dtype] / 1e9:.3g} GFLOP in "
                 f"{q.dtype})")
     if importlib.util.find_spec("triton") is None:
         return "Triton is not installed (fxslots' attention kernel is written in it)"
@@ -76,9 +94,9 @@ def fits_efficient(args: tuple, kwargs: dict) -> str | None:
 
 def _unsupported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: Any,
                  given: dict) -> str | None:
-    if bias is not None and not (isinstance(bias, torch.Tensor) and bias.dim() == 4
+    if bias is not None and not (isinstance(bias, torch.Tensor) and 2 <= bias.dim() <= 4
                                  and bias.dtype == q.dtype):
-        return "its attention bias is not a 4-d tensor of the inputs' type"
+        return "its attention bias is not a tensor of the inputs' type"
     if given.get("dropout_p", 0.0) != 0.0:
         return "it drops out (its mask comes from PyTorch's generator, in its kernel)"
     if not isinstance(given.get("is_causal", False), bool) or q.device.type != "cuda":
@@ -124,6 +142,39 @@ def efficient_attention_out(query: torch.Tensor, key: torch.Tensor, value: torch
     return out0, out1, out2, out3
 
 
+def cudnn_attention_out(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                        attn_bias: torch.Tensor | None, compute_log_sumexp: bool,
+                        dropout_p: float = 0.0, is_causal: bool = False,
+                        return_debug_mask: bool = False, *, scale: float | None = None,
+                        out0: torch.Tensor, out1: torch.Tensor, out6: torch.Tensor,
+                        out7: torch.Tensor) -> tuple[Any, ...]:
+    """``_scaled_dot_product_cudnn_attention`` into ``out0`` (output, in query's layout),
+    ``out1`` (logsumexp, (B, H, M, 1)), ``out6`` and ``out7`` (seed and offset: zeros, which
+    its backward never reads without dropout), returning the op's nine values."""
+    if dropout_p != 0.0 or return_debug_mask:
+        raise ValueError("fxslots' attention kernel takes no dropout and no debug mask")
+    b, h, m, _ = query.shape
+    n, dv = key.shape[2], value.shape[3]
+    if tuple(out0.shape) != (b, h, m, dv):  # scratch: query's dimension order, as cuDNN's
+        out0.resize_(b * h * m * dv).as_strided_((b, h, m, dv), _strides_like(query, dv))
+    _fit(out1, (b, h, m, 1))
+    for seed in (out6, out7):
+        _fit(seed, ()).zero_()
+    if b * h * m > 0:
+        scale = 1.0 / math.sqrt(query.shape[3]) if scale is None else scale
+        _launch(query, key, value, out0, out1[..., 0], attn_bias, scale, is_causal, m, n, m)
+    return out0, out1, None, None, m, n, out6, out7, None
+
+
+def _strides_like(query: torch.Tensor, dv: int) -> list[int]:
+    """Dense strides of query's shape with head size ``dv``, dimensions in query's order."""
+    shape = (*query.shape[:3], dv)
+    strides, step = [0] * 4, 1
+    for i in sorted(range(4), key=lambda i: (query.stride(i), -i)):
+        strides[i], step = step, step * shape[i]
+    return strides
+
+
 def _fit(t: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
     """``t`` as a contiguous tensor of ``shape``: a slot view already is; an empty scratch
     tensor (symbolic sizes) is resized, as out= kernels resize an empty output."""
@@ -137,6 +188,7 @@ def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
             n: int, lm: int) -> None:
     b, h, _, d = q.shape
     dv = v.shape[3]
+    bias = None if bias is None else bias.expand(b, h, m, n)  # a size-1 dimension: stride 0
     block_m, block_n, warps, stages = _tiles(q.dtype, max(d, dv))
     lse_strides = lse.stride() if lm else (0, 0, 0)
     grid = (math.ceil(max(m, lm) / block_m), b * h)

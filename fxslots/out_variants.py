@@ -5,8 +5,8 @@ the same order, as the op they stand for, so their results are bitwise the op's.
 variant mirrors one implementation: it is registered only while the op's source is the one it
 was written against (a fingerprint of that source), so a library update that changes the op
 turns the route off (the group is then copied, which is always correct) instead of computing
-something else. The one exception is SDPA's efficient attention, whose kernel fxslots brings
-(``fxslots/attention.py``: same layout, same backward, not the same bits).
+something else. The exceptions are SDPA's efficient and cuDNN attention, whose forward fxslots
+brings (``fxslots/attention.py``: same layout, same backward, not the same bits).
 """
 
 from __future__ import annotations
@@ -140,15 +140,41 @@ def _returns_outs(*args: Any, out0: torch.Tensor, out1: torch.Tensor, out2: torc
     return out0, out1, out2, out3
 
 
+def _cudnn_attention() -> str:
+    """``fxslots::cudnn_attention.out``: fxslots' attention forward standing for cuDNN's, on
+    CUDA. It returns the op's nine values in the op's order (sequence lengths included), so
+    the graph's indices into them hold; four of them are written into out=."""
+    global _lib
+    if _lib is None:
+        _lib = torch.library.Library("fxslots", "DEF")
+    _lib.define("cudnn_attention.out(Tensor query, Tensor key, Tensor value, Tensor? attn_bias, "
+                "bool compute_log_sumexp, float dropout_p=0., bool is_causal=False, "
+                "bool return_debug_mask=False, *, float? scale=None, Tensor(a!) out0, "
+                "Tensor(b!) out1, Tensor(c!) out6, Tensor(d!) out7) -> (Tensor(a!), Tensor(b!), "
+                "Tensor?, Tensor?, SymInt, SymInt, Tensor(c!), Tensor(d!), Tensor?)")
+    _lib.impl("cudnn_attention.out", attention.cudnn_attention_out, "CUDA")
+    torch.library.register_fake("fxslots::cudnn_attention.out", _cudnn_fake, lib=_lib)
+    return "fxslots::cudnn_attention.out"
+
+
+def _cudnn_fake(query: torch.Tensor, key: torch.Tensor, *args: Any, out0: torch.Tensor,
+                out1: torch.Tensor, out6: torch.Tensor, out7: torch.Tensor,
+                **kwargs: Any) -> tuple[Any, ...]:
+    return out0, out1, None, None, query.shape[2], key.shape[2], out6, out7, None
+
+
 _KNOWN: dict[str, Callable[[], str | None]] = {
     "transformers::grouped_mm_fallback": _grouped_mm_fallback,
     "aten::_scaled_dot_product_efficient_attention": _efficient_attention,
+    "aten::_scaled_dot_product_cudnn_attention": _cudnn_attention,
 }
 # Variants that take only some calls of their op: why not these arguments (None: they do).
 _FITS: dict[str, Callable[[tuple, dict], str | None]] = {
     "aten::_scaled_dot_product_efficient_attention": attention.fits_efficient,
+    "aten::_scaled_dot_product_cudnn_attention": attention.fits_cudnn,
 }
-VIA = {"aten::_scaled_dot_product_efficient_attention":
-       "fxslots' attention forward (Triton, FlashAttention-2) writes output and logsumexp in "
-       "the layout of the op's own kernel; PyTorch's backward reads them (not bitwise the op's "
-       "forward: copy_free=False keeps it)"}
+_OWN_KERNEL = ("fxslots' attention forward (Triton, FlashAttention-2) writes output and "
+               "logsumexp in the layout of {}'s kernel; PyTorch's backward reads them (not "
+               "bitwise the op's forward: copy_free=False keeps it)")
+VIA = {"aten::_scaled_dot_product_efficient_attention": _OWN_KERNEL.format("the efficient"),
+       "aten::_scaled_dot_product_cudnn_attention": _OWN_KERNEL.format("cuDNN")}

@@ -247,6 +247,17 @@ def out_arguments(out_op: Any) -> list[str]:
     return [a.name for a in _torch.op_schema(out_op).arguments if a.is_out]
 
 
+def out_returns(out_op: Any) -> list[int]:
+    """For each out= argument, the position of the return that is it: the same as the
+    argument's for most ops; past values that are not outputs (cuDNN attention's sequence
+    lengths) for an out-variant that returns its op's values in its op's order."""
+    schema = _torch.op_schema(out_op)
+    sets = [r.alias_info.before_set if r.alias_info is not None else None
+            for r in schema.returns]
+    outs = [a.alias_info.before_set for a in schema.arguments if a.is_out]
+    return [sets.index(a) if a in sets else i for i, a in enumerate(outs)]
+
+
 def resolve(qualname: str) -> Any:
     """``"aten::mm.out"`` -> ``torch.ops.aten.mm.out``."""
     ns, rest = qualname.split("::")

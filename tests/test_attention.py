@@ -20,6 +20,7 @@ from fxslots.routes import find_route
 
 aten = torch.ops.aten
 EFFICIENT = aten._scaled_dot_product_efficient_attention.default
+CUDNN = aten._scaled_dot_product_cudnn_attention.default
 
 
 class _Val:  # an FX node as routes read it: its fake value
@@ -75,6 +76,23 @@ def test_efficient_attention_is_copied_where_pytorch_kernel_and_a_copy_are_faste
     route = find_route(EFFICIENT, "cuda", None, (*large, None, True, 0.0, True))
     assert route.op is None and "faster at 12.9 GFLOP" in route.why, route.why
     assert "above 4 GFLOP" in route.why, route.why
+
+
+def test_cudnn_attention_routes_through_fxslots_kernel_in_half_types_while_small(
+        triton_present):
+    """cuDNN's attention (bf16 SDPA on an H200) is taken by fxslots' kernel only below
+    MAX_FLOPS_CUDNN, where its launch and copy cost more than the kernels' difference."""
+    small = _fake_qkv(dtype=torch.bfloat16)
+    route = find_route(CUDNN, "cuda", None, (*small, None, True, 0.0, True))
+    assert route.op == "fxslots::cudnn_attention.out" and "cuDNN's kernel" in route.via
+    with FakeTensorMode():
+        large = [_Val(torch.empty(2, 8, 256, 64, device="cuda", dtype=torch.bfloat16))
+                 for _ in range(3)]
+    for args, why in (((*large, None, True, 0.0, True), "faster at 0.134 GFLOP"),
+                      ((*small, None, True, 0.0, True, True), "debug mask"),
+                      ((*_fake_qkv(), None, True, 0.0, True), "in torch.float32")):
+        route = find_route(CUDNN, "cuda", None, args)
+        assert route.op is None and why in route.why, route.why
 
 
 def test_efficient_attention_without_triton_is_copied(monkeypatch):
@@ -145,6 +163,34 @@ def test_attention_forward_writes_output_and_logsumexp_as_the_efficient_kernel_l
     assert outs[2].item() == outs[3].item() == 0
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_attention_forward_writes_output_and_logsumexp_as_cudnn_lays_them_out(run_kernel, dtype):
+    """For cuDNN's op: output in the query's dimension order, logsumexp as (B, H, M, 1)
+    unpadded, a (B, 1, M, N) mask broadcast over heads, the op's nine values returned."""
+    if dtype == torch.bfloat16 and run_kernel == "cpu":
+        pytest.skip("the interpreter computes bfloat16 through numpy, which has none")
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 37, 3, 16, generator=g).to(run_kernel, dtype).transpose(1, 2)
+               for _ in range(3))
+    mask = _bias("mask", 2, 1, 37, 37, dtype, g, run_kernel)
+    with FakeTensorMode():
+        want = CUDNN(*(torch.empty_strided(t.shape, t.stride(), dtype=dtype, device="cuda")
+                       for t in (q, k, v)), None, True, 0.0, False)
+    outs = [torch.empty_strided(want[i].shape, want[i].stride(), dtype=want[i].dtype,
+                                device=run_kernel).fill_(-1 if i > 1 else math.nan)
+            for i in (0, 1, 6, 7)]
+    got = attention.cudnn_attention_out(q, k, v, mask, True, 0.0, False, out0=outs[0],
+                                        out1=outs[1], out6=outs[2], out7=outs[3])
+    assert got[2:6] == (None, None, 37, 37) and got[8] is None and got[0] is outs[0]
+    assert outs[0].stride() == q.stride() and outs[1].shape == (2, 3, 37, 1)
+    s = (q.double() @ k.double().transpose(-1, -2)) / 4 + mask.double()
+    torch.testing.assert_close(outs[0].double(), torch.softmax(s, -1) @ v.double(), rtol=2e-2,
+                               atol=2e-2)
+    torch.testing.assert_close(outs[1][..., 0].double(), torch.logsumexp(s, -1), rtol=1e-5,
+                               atol=1e-5)
+    assert outs[2].item() == outs[3].item() == 0
+
+
 def _bias(kind, b, h, m, n, dtype, g, device):
     """None; a causal mask as SDPA hands it to the kernel (0 / -inf, one row per query,
     broadcast over heads by a zero stride); or a learned bias of its own per head."""
@@ -186,6 +232,34 @@ def test_pytorch_backward_reads_fxslots_forward_as_its_own(dtype, causal, bias):
         torch.testing.assert_close(a, b, **tol)
 
 
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("causal,bias", [(True, None), (False, "mask")])
+def test_cudnn_backward_reads_fxslots_forward_as_its_own(causal, bias):
+    """cuDNN's attention backward, given fxslots' output and logsumexp (its softmax
+    statistics), gives the gradients it gives from cuDNN's own forward's."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 8, 304, 64, device="cuda", dtype=torch.bfloat16)
+               for _ in range(3))
+    attn_bias = _bias(bias, 2, 1, 304, 304, torch.bfloat16, torch.Generator().manual_seed(1),
+                      "cuda")
+    grad = torch.randn_like(q)
+    theirs = CUDNN(q, k, v, attn_bias, True, 0.0, causal)
+    ours = [torch.empty_like(theirs[i]) for i in (0, 1, 6, 7)]
+    attention.cudnn_attention_out(q, k, v, attn_bias, True, 0.0, causal, out0=ours[0],
+                                  out1=ours[1], out6=ours[2], out7=ours[3])
+    tol = dict(rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(ours[0], theirs[0], **tol)
+    torch.testing.assert_close(ours[1], theirs[1], rtol=1e-3, atol=1e-3)
+    backward = aten._scaled_dot_product_cudnn_attention_backward.default
+    g_theirs = backward(grad, q, k, v, theirs[0], theirs[1], theirs[6], theirs[7], attn_bias,
+                        None, None, 304, 304, 0.0, causal)
+    g_ours = backward(grad, q, k, v, ours[0], ours[1], ours[2], ours[3], attn_bias, None, None,
+                      304, 304, 0.0, causal)
+    for a, b in zip(g_ours, g_theirs, strict=True):
+        torch.testing.assert_close(a, b, **tol)
+
+
 class _CausalSelfAttention(torch.nn.Module):
     """A decoder's attention block: fused QKV projection, SDPA, output projection. ``masked``:
     causal through a boolean mask, as HuggingFace models build it under torch.compile."""
@@ -207,11 +281,13 @@ class _CausalSelfAttention(torch.nn.Module):
 
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("dtype,backend", [(torch.float32, "EFFICIENT_ATTENTION"),
+                                           (torch.bfloat16, "EFFICIENT_ATTENTION"),
+                                           (torch.bfloat16, "CUDNN_ATTENTION")])
 @pytest.mark.parametrize("dynamic,masked", [(False, False), (True, False), (False, True)])
-def test_efficient_attention_writes_its_slot_under_cuda_graphs(dtype, dynamic, masked):
-    """SDPA's efficient attention in a compiled model: fxslots' kernel writes output and
-    logsumexp into the slot, under real CUDA graphs, two shapes with all four microbatches in
+def test_attention_writes_its_slot_under_cuda_graphs(dtype, backend, dynamic, masked):
+    """SDPA's efficient or cuDNN attention in a compiled model: fxslots' kernel writes output
+    and logsumexp into the slot, under real CUDA graphs, two shapes with all four microbatches in
     flight twice over; every saved byte is copy-free (it was 1 - 2/7 of them with one copy
     per attention), and outputs and gradients match aot_eager's on the same device."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -223,13 +299,14 @@ def test_efficient_attention_writes_its_slot_under_cuda_graphs(dtype, dynamic, m
     model = _CausalSelfAttention(masked=masked).cuda().to(dtype)
     # Sizes under fp32's bound (attention.MAX_FLOPS): larger ones keep PyTorch's kernel and a copy.
     xs = [torch.randn(2, s, 64, device="cuda", dtype=dtype) for s in (48, 80)] * 2
-    with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION):
+    with sdpa_kernel(getattr(SDPBackend, backend)):
         ours = zoo.train(model, "fxslots", xs, dynamic=dynamic, options={"slots": 4})
         captures = fxslots.counters["captures"]
         report = fxslots.explain(model, xs[0], dynamic=dynamic)
         ref = zoo.train(model, "aot_eager", xs, dynamic=dynamic)
     forward = report.graphs[0].forward_after
-    assert "fxslots.efficient_attention.out" in forward, forward
+    op = "efficient_attention" if backend == "EFFICIENT_ATTENTION" else "cudnn_attention"
+    assert f"fxslots.{op}.out" in forward, forward
     assert ours.fallbacks == [] and captures > 0
     assert ours.copy_free_fraction == 1.0, ours.copy_free_fraction
     tol = dict(rtol=1e-4, atol=1e-5) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)

@@ -18,7 +18,8 @@ import torch.fx as fx
 from .. import streams
 from .._torch import op_schema, size_hint
 from ..routes import (
-    COPY, EXPANSIONS, TENSOR_OPTIONS, copy_source, out_arguments, resolve, updated_arguments,
+    COPY, EXPANSIONS, TENSOR_OPTIONS, copy_source, out_arguments, out_returns, resolve,
+    updated_arguments,
 )
 from ..schemas import SLOT_META, ArenaPlan, Placement, Root, SavedSet, SavedTensor, Write
 from .expand import expand
@@ -89,7 +90,7 @@ def _write_in_place(graph: fx.Graph, node: fx.Node,
         return 1
     kwargs = dict(node.kwargs)
     with graph.inserting_before(node):
-        for k, name in enumerate(names):
+        for name, k in zip(names, out_returns(out_op), strict=True):
             kwargs[name] = outs[k][0] if k in outs else _scratch(graph, node, k)
         args = list(node.args)
         for j, pos in enumerate(updated_arguments(out_op)):
