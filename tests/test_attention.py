@@ -306,10 +306,45 @@ def test_attention_writes_its_slot_under_cuda_graphs(dtype, backend, dynamic, ma
         ref = zoo.train(model, "aot_eager", xs, dynamic=dynamic)
     forward = report.graphs[0].forward_after
     op = "efficient_attention" if backend == "EFFICIENT_ATTENTION" else "cudnn_attention"
-    assert f"fxslots.{op}.out" in forward, forward
     assert ours.fallbacks == [] and captures > 0
-    assert ours.copy_free_fraction == 1.0, ours.copy_free_fraction
+    if fxslots.options.Options().kernels == "inductor":  # FXSLOTS_KERNELS=inductor: copied
+        assert f"fxslots.{op}.out" not in forward and ours.copy_free_fraction < 1.0, forward
+    else:
+        assert f"fxslots.{op}.out" in forward, forward
+        assert ours.copy_free_fraction == 1.0, ours.copy_free_fraction
     tol = dict(rtol=1e-4, atol=1e-5) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
     for what, a, b in (("output", ours.outputs, ref.outputs), ("grad", ours.grads, ref.grads)):
         for i, (x, y) in enumerate(zip(a, b, strict=True)):
             torch.testing.assert_close(x, y, **tol, msg=f"{what} {i}")
+
+
+def test_the_cudnn_variant_returns_its_outputs_where_the_op_returns_them():
+    """fxslots::cudnn_attention.out returns cuDNN's nine values in cuDNN's order; its four
+    out= arguments are returns 0, 1, 6 and 7, which the rewrite fills with slot views."""
+    from fxslots.out_variants import out_variant
+    from fxslots.routes import out_arguments, out_returns, resolve
+
+    op = resolve(out_variant("aten::_scaled_dot_product_cudnn_attention"))
+    assert out_arguments(op) == ["out0", "out1", "out6", "out7"]
+    assert out_returns(op) == [0, 1, 6, 7]
+    assert out_returns(aten.native_layer_norm.out) == [0, 1, 2]
+
+
+def test_under_inductor_attention_keeps_pytorch_kernel_and_its_copy():
+    """Inductor cannot lower fxslots' attention ops (H200 run 37f: the whole forward then ran
+    uncompiled), so with kernels="inductor" a group routed through them is copied instead, and
+    the plan says why; every other route stays."""
+    from fxslots.passes.collect import _without_own_kernel
+    from fxslots.passes.plan import plan_arena
+    from fxslots.schemas import SavedSet
+    from tests.test_plan import group, root, tensor
+
+    a, b = tensor("a", [4, 8], group=0), tensor("b", [4, 8], group=1)
+    groups = (group(0, [a], root=root("a", [4, 8], out="fxslots::efficient_attention.out")),
+              group(1, [b], root=root("b", [4, 8])))
+    kept = [_without_own_kernel(g) for g in groups]
+    assert kept[1] is groups[1] and kept[0].root.out_overload is None
+    assert "Inductor cannot lower" in kept[0].root.why_not_out
+    plan = plan_arena(SavedSet((a, b), tuple(kept)))
+    assert [p.write.name for p in plan.placements] == ["COPY", "OUT"], plan.placements
+    assert "Inductor cannot lower" in plan.placements[0].reason

@@ -952,6 +952,20 @@ MUTANTS: tuple[Mutant, ...] = (
            "an attention larger than MAX_FLOPS keeps PyTorch's kernel and one copy (faster there)",
            "cpu", ("tests/test_attention.py::"
                    "test_efficient_attention_is_copied_where_pytorch_kernel_and_a_copy_are_faster",)),
+    Mutant("out-arguments-by-position", "fxslots/routes.py",
+           "    return [sets.index(a) if a in sets else i for i, a in enumerate(outs)]",
+           "    return list(range(len(outs)))",
+           "an out= argument fills the return that is it (cuDNN attention's seeds are returns 6 "
+           "and 7, past its sequence lengths), not the return at its own position", "cpu",
+           ("tests/test_attention.py::"
+            "test_the_cudnn_variant_returns_its_outputs_where_the_op_returns_them",)),
+    Mutant("own-attention-kernel-under-inductor", "fxslots/passes/collect.py",
+           "    if g.root is None or g.root.out_overload not in OWN_KERNELS:",
+           "    if True:",
+           "under kernels=\"inductor\" attention keeps PyTorch's kernel and its copy (Inductor "
+           "cannot lower fxslots' attention ops)", "cpu",
+           ("tests/test_attention.py::"
+            "test_under_inductor_attention_keeps_pytorch_kernel_and_its_copy",)),
     Mutant("prepare-holds-each-group-once", "fxslots/prepare.py",
            "            for first in (0, 0) if len(group) == 1 else range(len(group)):",
            "            for first in (0,) if len(group) == 1 else range(len(group)):",
