@@ -947,7 +947,7 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/test_attention.py::"
             "test_efficient_attention_routes_through_fxslots_kernel_only_where_it_computes_the_op",)),
     Mutant("attention-route-ignores-cost", "fxslots/attention.py",
-           "    if flops > MAX_FLOPS[q.dtype]:",
+           "    if flops > bounds[q.dtype]:",
            "    if flops > math.inf:",
            "an attention larger than MAX_FLOPS keeps PyTorch's kernel and one copy (faster there)",
            "cpu", ("tests/test_attention.py::"
