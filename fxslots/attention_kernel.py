@@ -54,9 +54,11 @@ def attention_forward(Q, K, V, O, L, Bias, scale_log2,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                       BLOCK_DV: tl.constexpr, HAS_BIAS: tl.constexpr, CAUSAL: tl.constexpr,
                       PRECISION: tl.constexpr):
-    pid, bh = tl.program_id(0), tl.program_id(1)
-    b, h = bh // H, bh % H
-    rm = pid * BLOCK_M + tl.arange(0, BLOCK_M)
+    # (batch, head) on the grid's first axis, which takes 2**31 - 1 programs (the second takes
+    # 65535); offsets in int64, since a batch of long sequences passes 2**31 elements.
+    bh, pid = tl.program_id(0), tl.program_id(1)
+    b, h = (bh // H).to(tl.int64), (bh % H).to(tl.int64)
+    rm = pid * BLOCK_M + tl.arange(0, BLOCK_M).to(tl.int64)
     rd, rv = tl.arange(0, BLOCK_D), tl.arange(0, BLOCK_DV)
     q = tl.load(Q + b * sqb + h * sqh + rm[:, None] * sqm + rd[None, :] * sqd,
                 mask=(rm[:, None] < M) & (rd[None, :] < D), other=0.0)
@@ -68,13 +70,15 @@ def attention_forward(Q, K, V, O, L, Bias, scale_log2,
     else:
         end = N
     for start in range(0, end, BLOCK_N):
-        cols = start + tl.arange(0, BLOCK_N)
+        cols = start + tl.arange(0, BLOCK_N).to(tl.int64)
         s = _scores(q, K + b * skb + h * skh, Bias + b * sbb + h * sbh, rd, cols, rm, M, N, D,
                     skn, skd, sbm, sbn, scale_log2, HAS_BIAS, CAUSAL, PRECISION)
         m_i, l_i, acc = _accumulate(s, m_i, l_i, acc, V + b * svb + h * svh, cols, rv, N, DV,
                                     svn, svd, PRECISION)
+    # A row whose every key is masked: 0, as the efficient kernel's epilogue (denominator 1
+    # where the sum is 0), not 0/0; its logsumexp stays -inf, as there.
     tl.store(O + b * sob + h * soh + rm[:, None] * som + rv[None, :] * sod,
-             (acc / l_i[:, None]).to(O.dtype.element_ty),
+             (acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]).to(O.dtype.element_ty),
              mask=(rm[:, None] < M) & (rv[None, :] < DV))
     lse = tl.where(rm < M, (m_i + tl.math.log2(l_i)) * LN2, float("inf"))  # +inf: the padding
     tl.store(L + b * slb + h * slh + rm * slm, lse, mask=rm < LM)

@@ -37,11 +37,12 @@ def _fake_qkv(device="cuda", dtype=torch.float32, heads=(4, 4, 4), d=8, dv=8):
 
 @pytest.fixture
 def triton_present(monkeypatch):
-    """Routing asks only whether Triton is installed: say it is, so these tests run where it
-    is not (CI's machine)."""
+    """Routing asks only whether Triton is installed and what the device's compute capability
+    is: an H200's (9.0), with Triton, so these tests run where neither is (CI's machine)."""
     find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: object() if name == "triton" else find_spec(name, *a))
+    monkeypatch.setattr(attention, "_capability", lambda device: (9, 0))
 
 
 def test_efficient_attention_routes_through_fxslots_kernel_only_where_it_computes_the_op(
@@ -54,6 +55,11 @@ def test_efficient_attention_routes_through_fxslots_kernel_only_where_it_compute
         bias = _Val(torch.empty(2, 4, 12, 12, device="cuda"))
         half_bias = _Val(torch.empty(2, 4, 12, 12, device="cuda", dtype=torch.half))
     assert find_route(EFFICIENT, "cuda", None, (*qkv, bias, True, 0.0, False)).op
+    with FakeTensorMode():
+        other_batch = _Val(torch.empty(3, 4, 12, 8, device="cuda"))
+    for args, why in (((qkv[0], other_batch, qkv[2], None, True), "differ in batch"),
+                      ((*qkv, None, True, 0.0, object()), "decided at run time")):
+        assert why in find_route(EFFICIENT, "cuda", None, args).why
     for args in ((*qkv, half_bias, True, 0.0, True),  # a bias of another type
                  (*qkv, None, True, 0.1, True),  # dropout: its mask comes from PyTorch's RNG
                  (*_fake_qkv(heads=(4, 2, 2)), None, True),  # grouped heads
@@ -95,7 +101,7 @@ def test_cudnn_attention_routes_through_fxslots_kernel_in_half_types_while_small
         assert route.op is None and why in route.why, route.why
 
 
-def test_efficient_attention_without_triton_is_copied(monkeypatch):
+def test_efficient_attention_without_triton_is_copied(triton_present, monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
     route = find_route(EFFICIENT, "cuda", None, (*_fake_qkv(), None, True))
     assert route.op is None and "Triton is not installed" in route.why
@@ -119,8 +125,8 @@ def test_the_kernel_runs_in_triton_interpreter():
     """Without CUDA, the kernel's tests run in a fresh process with the interpreter on."""
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__, "-k",
-         "writes_output"], env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True,
-        text=True, timeout=600)
+         "writes_output or scratch"], env={**os.environ, "TRITON_INTERPRET": "1"},
+        capture_output=True, text=True, timeout=600)
     assert run.returncode == 0 and " passed" in run.stdout, run.stdout[-3000:]
 
 
@@ -130,6 +136,7 @@ def test_the_kernel_runs_in_triton_interpreter():
     (2, 3, 33, 50, 24, 40, False, None, torch.float32),  # more keys than queries, 2 head sizes
     (2, 4, 12, 12, 8, 8, False, "mask", torch.float32),  # a causal mask as HF builds it
     (2, 3, 33, 50, 24, 24, True, "position", torch.float32),  # T5's bias, and causal too
+    (2, 4, 12, 12, 8, 8, False, "dead", torch.float32),  # a query row with every key masked
     (1, 2, 130, 130, 128, 128, True, None, torch.float16),
     (1, 2, 200, 200, 64, 64, False, None, torch.bfloat16),
 ])
@@ -155,8 +162,9 @@ def test_attention_forward_writes_output_and_logsumexp_as_the_efficient_kernel_l
     if causal:  # top-left: query i sees keys 0..i
         s = s.masked_fill(~torch.ones(m, n, dtype=torch.bool, device=run_kernel).tril(), -math.inf)
     tol = 1e-5 if dtype == torch.float32 else 2e-2
-    torch.testing.assert_close(outs[0].double(), torch.softmax(s, -1) @ v.double(), rtol=tol,
-                               atol=tol)
+    # A row with no key: 0 (as the efficient kernel writes it), not softmax's 0/0.
+    p = torch.softmax(s, -1).nan_to_num(0.0)
+    torch.testing.assert_close(outs[0].double(), p @ v.double(), rtol=tol, atol=tol)
     torch.testing.assert_close(outs[1][..., :m].double(), torch.logsumexp(s, -1), rtol=1e-5,
                                atol=1e-5)
     assert torch.isinf(outs[1][..., m:]).all() and (outs[1][..., m:] > 0).all()
@@ -191,16 +199,53 @@ def test_attention_forward_writes_output_and_logsumexp_as_cudnn_lays_them_out(ru
     assert outs[2].item() == outs[3].item() == 0
 
 
+@pytest.mark.parametrize("op", ["efficient", "cudnn"])
+def test_attention_forward_resizes_empty_scratch_into_the_op_layout(run_kernel, op):
+    """With symbolic sizes the rewrite hands an output nobody saves an empty tensor (as out=
+    kernels take one): it is resized into the layout the op's own kernel gives (efficient:
+    (B, M, H, K) order; cuDNN: the query's), so the ops after it see the strides they were
+    traced with."""
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 20, 3, 16, generator=g).to(run_kernel, torch.float16)
+               .transpose(1, 2) for _ in range(3))
+    fn, target = ((attention.efficient_attention_out, EFFICIENT) if op == "efficient" else
+                  (attention.cudnn_attention_out, CUDNN))
+    with FakeTensorMode():
+        want = target(*(torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="cuda")
+                        for t in (q, k, v)), None, True, 0.0, True)
+    outs = [torch.empty(0, dtype=d, device=run_kernel)
+            for d in (torch.float16, torch.float32, torch.int64, torch.int64)]
+    names = ("out0", "out1", "out2", "out3") if op == "efficient" else (
+        "out0", "out1", "out6", "out7")
+    fn(q, k, v, None, True, 0.0, True, **dict(zip(names, outs, strict=True)))
+    assert outs[0].shape == want[0].shape and outs[0].stride() == want[0].stride()
+    assert outs[1].shape == want[1].shape
+    s = (q.double() @ k.double().transpose(-1, -2)) / 4
+    s = s.masked_fill(~torch.ones(20, 20, dtype=torch.bool, device=run_kernel).tril(), -math.inf)
+    torch.testing.assert_close(outs[0].double(), torch.softmax(s, -1) @ v.double(), rtol=2e-2,
+                               atol=2e-2)
+
+
 def _bias(kind, b, h, m, n, dtype, g, device):
     """None; a causal mask as SDPA hands it to the kernel (0 / -inf, one row per query,
     broadcast over heads by a zero stride); or a learned bias of its own per head."""
     if kind is None:
         return None
-    if kind == "mask":
+    if kind in ("mask", "dead"):  # dead: the first query sees no key (left padding, say)
         keep = torch.ones(m, n, dtype=torch.bool).tril()
+        keep[0] = kind == "mask"
         mask = torch.zeros(m, n).masked_fill(~keep, -math.inf)
         return mask.to(device, dtype).expand(b, h, m, n)
     return torch.randn(b, h, m, n, generator=g).to(device, dtype)
+
+
+def _like_the_slot(op, args, outputs):
+    """Memory laid out as the slot's views are: as the op's fake (meta) values say, which is
+    what the plan reads, not what the real kernel happened to return."""
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        fake = op(*args)
+    return [torch.empty_strided(fake[i].shape, fake[i].stride(), dtype=fake[i].dtype,
+                                device="cuda") for i in outputs]
 
 
 @pytest.mark.cuda
@@ -217,7 +262,7 @@ def test_pytorch_backward_reads_fxslots_forward_as_its_own(dtype, causal, bias):
     attn_bias = _bias(bias, 2, 8, 304, 304, dtype, torch.Generator().manual_seed(1), "cuda")
     grad = torch.randn_like(q)
     theirs = EFFICIENT(q, k, v, attn_bias, True, 0.0, causal)
-    ours = [torch.empty_like(t) for t in theirs]
+    ours = _like_the_slot(EFFICIENT, (q, k, v, attn_bias, True, 0.0, causal), (0, 1, 2, 3))
     attention.efficient_attention_out(q, k, v, attn_bias, True, 0.0, causal, out0=ours[0],
                                       out1=ours[1], out2=ours[2], out3=ours[3])
     assert [t.stride() for t in ours] == [t.stride() for t in theirs]
@@ -245,7 +290,8 @@ def test_cudnn_backward_reads_fxslots_forward_as_its_own(causal, bias):
                       "cuda")
     grad = torch.randn_like(q)
     theirs = CUDNN(q, k, v, attn_bias, True, 0.0, causal)
-    ours = [torch.empty_like(theirs[i]) for i in (0, 1, 6, 7)]
+    ours = _like_the_slot(CUDNN, (q, k, v, attn_bias, True, 0.0, causal), (0, 1, 6, 7))
+    assert [t.stride() for t in ours[:2]] == [t.stride() for t in theirs[:2]]
     attention.cudnn_attention_out(q, k, v, attn_bias, True, 0.0, causal, out0=ours[0],
                                   out1=ours[1], out6=ours[2], out7=ours[3])
     tol = dict(rtol=2e-2, atol=2e-2)
