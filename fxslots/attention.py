@@ -2,8 +2,8 @@
 
 PyTorch's SDPA kernels allocate what they return and have no out= form, so the output and
 logsumexp that their backward reads were copied into the slot (one copy per attention: 7% of
-the zoo's Llama's saved bytes, 19% of its Mixtral's). This module holds a FlashAttention-2 forward in
-Triton that writes them where it is told, laid out exactly as
+the zoo's Llama's saved bytes, 19% of its Mixtral's). This module holds a FlashAttention-2
+forward in Triton that writes them where it is told, laid out exactly as
 ``aten._scaled_dot_product_efficient_attention`` lays them out (output in (B, M, H, K) order,
 logsumexp in natural log, rows padded to 32 with +inf), so PyTorch's own backward
 (``_scaled_dot_product_efficient_attention_backward``) reads them from the slot unchanged.

@@ -43,14 +43,14 @@ def out_variant(qualname: str) -> str | None:
 
 
 def _define(name: str, schema: str, kernel: Callable[..., Any],
-            keys: tuple[str, ...] = ("CPU", "CUDA")) -> str:
+            keys: tuple[str, ...] = ("CPU", "CUDA"), fake: Callable[..., Any] | None = None) -> str:
     global _lib
     if _lib is None:
         _lib = torch.library.Library("fxslots", "DEF")
     _lib.define(f"{name}.out{schema}")
     for key in keys:  # a device kernel: it writes into out= itself
         _lib.impl(f"{name}.out", kernel, key)
-    torch.library.register_fake(f"fxslots::{name}.out", _returns_out, lib=_lib)
+    torch.library.register_fake(f"fxslots::{name}.out", fake or _returns_out, lib=_lib)
     return f"fxslots::{name}.out"
 
 
@@ -120,19 +120,16 @@ def _grouped_mm_fallback() -> str | None:
                    _grouped_mm_fallback_out)
 
 
+_SDPA_ARGS = ("(Tensor query, Tensor key, Tensor value, Tensor? attn_bias, "
+              "bool compute_log_sumexp, float dropout_p=0., bool is_causal=False")
+
+
 def _efficient_attention() -> str:
     """``fxslots::efficient_attention.out``: fxslots' attention forward, on CUDA."""
-    global _lib
-    if _lib is None:
-        _lib = torch.library.Library("fxslots", "DEF")
-    outs = ", ".join(f"Tensor({a}!) out{i}" for i, a in enumerate("abcd"))
-    _lib.define("efficient_attention.out(Tensor query, Tensor key, Tensor value, "
-                "Tensor? attn_bias, bool compute_log_sumexp, float dropout_p=0., "
-                f"bool is_causal=False, *, float? scale=None, {outs}) -> "
-                "(Tensor(a!), Tensor(b!), Tensor(c!), Tensor(d!))")
-    _lib.impl("efficient_attention.out", attention.efficient_attention_out, "CUDA")
-    torch.library.register_fake("fxslots::efficient_attention.out", _returns_outs, lib=_lib)
-    return "fxslots::efficient_attention.out"
+    return _define("efficient_attention", f"{_SDPA_ARGS}, *, float? scale=None, Tensor(a!) out0, "
+                   "Tensor(b!) out1, Tensor(c!) out2, Tensor(d!) out3) -> (Tensor(a!), "
+                   "Tensor(b!), Tensor(c!), Tensor(d!))", attention.efficient_attention_out,
+                   ("CUDA",), _returns_outs)
 
 
 def _returns_outs(*args: Any, out0: torch.Tensor, out1: torch.Tensor, out2: torch.Tensor,
@@ -144,17 +141,11 @@ def _cudnn_attention() -> str:
     """``fxslots::cudnn_attention.out``: fxslots' attention forward standing for cuDNN's, on
     CUDA. It returns the op's nine values in the op's order (sequence lengths included), so
     the graph's indices into them hold; four of them are written into out=."""
-    global _lib
-    if _lib is None:
-        _lib = torch.library.Library("fxslots", "DEF")
-    _lib.define("cudnn_attention.out(Tensor query, Tensor key, Tensor value, Tensor? attn_bias, "
-                "bool compute_log_sumexp, float dropout_p=0., bool is_causal=False, "
-                "bool return_debug_mask=False, *, float? scale=None, Tensor(a!) out0, "
-                "Tensor(b!) out1, Tensor(c!) out6, Tensor(d!) out7) -> (Tensor(a!), Tensor(b!), "
-                "Tensor?, Tensor?, SymInt, SymInt, Tensor(c!), Tensor(d!), Tensor?)")
-    _lib.impl("cudnn_attention.out", attention.cudnn_attention_out, "CUDA")
-    torch.library.register_fake("fxslots::cudnn_attention.out", _cudnn_fake, lib=_lib)
-    return "fxslots::cudnn_attention.out"
+    return _define("cudnn_attention", f"{_SDPA_ARGS}, bool return_debug_mask=False, *, "
+                   "float? scale=None, Tensor(a!) out0, Tensor(b!) out1, Tensor(c!) out6, "
+                   "Tensor(d!) out7) -> (Tensor(a!), Tensor(b!), Tensor?, Tensor?, SymInt, "
+                   "SymInt, Tensor(c!), Tensor(d!), Tensor?)", attention.cudnn_attention_out,
+                   ("CUDA",), _cudnn_fake)
 
 
 def _cudnn_fake(query: torch.Tensor, key: torch.Tensor, *args: Any, out0: torch.Tensor,

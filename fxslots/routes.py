@@ -21,9 +21,9 @@ A route is honest when the kernel that computes the value writes it into the giv
   tests/test_routes.py and the zoo tests pin it bitwise;
 - for a custom op without an out= form, an out-variant fxslots registers through
   ``torch.library`` (``fxslots/out_variants.py``);
-- for SDPA's efficient attention on CUDA, fxslots' own attention forward
-  (``fxslots/attention.py``), which writes output and logsumexp where PyTorch's backward
-  reads them: the one route whose kernel is not the op's own.
+- for SDPA's efficient and cuDNN attention on CUDA, up to a size, fxslots' own attention
+  forward (``fxslots/attention.py``), which writes output and logsumexp where PyTorch's
+  backward reads them: the one route whose kernel is not the op's own.
 
 Anything else is copied once, and the plan says why and what would make it copy-free.
 """

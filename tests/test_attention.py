@@ -394,3 +394,18 @@ def test_under_inductor_attention_keeps_pytorch_kernel_and_its_copy():
     plan = plan_arena(SavedSet((a, b), tuple(kept)))
     assert [p.write.name for p in plan.placements] == ["COPY", "OUT"], plan.placements
     assert "Inductor cannot lower" in plan.placements[0].reason
+
+
+def test_the_backend_tells_collect_which_kernels_run(monkeypatch):
+    """The compile passes options.kernels to collect_saved, which is what keeps fxslots'
+    attention ops out of a graph Inductor compiles."""
+    import fxslots
+    from fxslots import backend
+
+    seen = []
+    real = backend.collect_saved
+    monkeypatch.setattr(backend, "collect_saved",
+                        lambda *a, **k: seen.append(a[4] if len(a) > 4 else k) or real(*a, **k))
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU(), torch.nn.Linear(8, 1))
+    fxslots.explain(model, torch.randn(4, 8), kernels="inductor")
+    assert seen == ["inductor"], seen

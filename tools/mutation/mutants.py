@@ -941,8 +941,8 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/test_attention.py::"
             "test_efficient_attention_routes_through_fxslots_kernel_only_where_it_computes_the_op",)),
     Mutant("attention-takes-grouped-heads", "fxslots/attention.py",
-           "    if len({q.shape[1], k.shape[1], v.shape[1]}) != 1 or q.shape[3] != k.shape[3]:",
-           "    if q.shape[3] != k.shape[3]:",
+           "            or len({q.shape[1], k.shape[1], v.shape[1]}) != 1 or q.shape[3] != k.shape[3]):",
+           "            or q.shape[3] != k.shape[3]):",
            "fxslots' attention kernel takes only query, key and value of one head count", "cpu",
            ("tests/test_attention.py::"
             "test_efficient_attention_routes_through_fxslots_kernel_only_where_it_computes_the_op",)),
@@ -966,6 +966,19 @@ MUTANTS: tuple[Mutant, ...] = (
            "cannot lower fxslots' attention ops)", "cpu",
            ("tests/test_attention.py::"
             "test_under_inductor_attention_keeps_pytorch_kernel_and_its_copy",)),
+    Mutant("cudnn-attention-route-ignores-cost", "fxslots/attention.py",
+           "MAX_FLOPS_CUDNN = {torch.float16: 16e6, torch.bfloat16: 16e6}",
+           "MAX_FLOPS_CUDNN = {torch.float16: 16e12, torch.bfloat16: 16e12}",
+           "cuDNN's attention keeps its kernel and one copy above MAX_FLOPS_CUDNN (3-4x faster "
+           "there)", "cpu",
+           ("tests/test_attention.py::"
+            "test_cudnn_attention_routes_through_fxslots_kernel_in_half_types_while_small",)),
+    Mutant("collect-not-told-the-kernels", "fxslots/backend.py",
+           "                        static, self.options.kernels, summary=lambda s: (",
+           "                        static, summary=lambda s: (",
+           "the compile tells collect_saved which kernels run (under Inductor fxslots' attention "
+           "ops are not taken)", "cpu",
+           ("tests/test_attention.py::test_the_backend_tells_collect_which_kernels_run",)),
     Mutant("prepare-holds-each-group-once", "fxslots/prepare.py",
            "            for first in (0, 0) if len(group) == 1 else range(len(group)):",
            "            for first in (0,) if len(group) == 1 else range(len(group)):",
