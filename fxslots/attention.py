@@ -27,6 +27,7 @@ import contextlib
 import functools
 import importlib.util
 import math
+import warnings
 from typing import Any
 
 import torch
@@ -148,7 +149,8 @@ def efficient_attention_out(query: torch.Tensor, key: torch.Tensor, value: torch
         _fit(seed, ()).zero_()
     if b * h * max(m, lm) > 0:
         scale = 1.0 / math.sqrt(query.shape[3]) if scale is None else scale
-        _launch(query, key, value, out0, out1, attn_bias, scale, is_causal, m, n, lm)
+        _compute(torch.ops.aten._scaled_dot_product_efficient_attention.default, query, key,
+                 value, attn_bias, compute_log_sumexp, is_causal, scale, out0, out1, out1)
     return out0, out1, out2, out3
 
 
@@ -172,8 +174,33 @@ def cudnn_attention_out(query: torch.Tensor, key: torch.Tensor, value: torch.Ten
         _fit(seed, ()).zero_()
     if b * h * m > 0:
         scale = 1.0 / math.sqrt(query.shape[3]) if scale is None else scale
-        _launch(query, key, value, out0, out1[..., 0], attn_bias, scale, is_causal, m, n, m)
+        _compute(torch.ops.aten._scaled_dot_product_cudnn_attention.default, query, key, value,
+                 attn_bias, compute_log_sumexp, is_causal, scale, out0, out1, out1[..., 0])
     return out0, out1, None, None, m, n, out6, out7, None
+
+
+_failed: list[str] = []  # why fxslots' kernel could not run in this process, once it could not
+
+
+def _compute(op: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: Any,
+             compute_lse: bool, causal: bool, scale: float, o: torch.Tensor, lse: torch.Tensor,
+             lse_rows: torch.Tensor) -> None:
+    """fxslots' kernel into ``o`` and ``lse_rows``; where it cannot run (a Triton that cannot
+    build it for this device), PyTorch's ``op`` and one copy of each, from then on, with a
+    warning: the graph already calls this op, and a user's training must not stop there."""
+    if not _failed:
+        try:
+            _launch(q, k, v, o, lse_rows, bias, scale, causal, q.shape[2], k.shape[2],
+                    lse_rows.shape[-1])
+            return
+        except Exception as e:  # noqa: BLE001 (any build or launch error: the fallback is exact)
+            _failed.append(f"{type(e).__name__}: {str(e).strip().splitlines()[0][:200]}"
+                           if str(e).strip() else type(e).__name__)
+            warnings.warn(f"fxslots: its attention kernel failed ({_failed[0]}); attention "
+                          f"runs {op} and copies output and logsumexp into the slot from now on")
+    ours = op(q, k, v, bias, compute_lse, 0.0, causal, scale=scale)
+    o.copy_(ours[0])
+    lse.copy_(ours[1])
 
 
 def _strides_like(query: torch.Tensor, dv: int) -> list[int]:

@@ -168,7 +168,7 @@ def test_attention_forward_writes_output_and_logsumexp_as_the_efficient_kernel_l
     torch.testing.assert_close(outs[1][..., :m].double(), torch.logsumexp(s, -1), rtol=1e-5,
                                atol=1e-5)
     assert torch.isinf(outs[1][..., m:]).all() and (outs[1][..., m:] > 0).all()
-    assert outs[2].item() == outs[3].item() == 0
+    assert outs[2].item() == outs[3].item() == 0 and not attention._failed  # our kernel ran
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -275,6 +275,7 @@ def test_pytorch_backward_reads_fxslots_forward_as_its_own(dtype, causal, bias):
     g_ours = backward(grad, q, k, v, attn_bias, *ours, 0.0, mask, causal)
     for a, b in zip(g_ours[:3], g_theirs[:3], strict=True):
         torch.testing.assert_close(a, b, **tol)
+    assert not attention._failed  # fxslots' kernel ran, not the fallback to PyTorch's
 
 
 @pytest.mark.cuda
@@ -304,6 +305,7 @@ def test_cudnn_backward_reads_fxslots_forward_as_its_own(causal, bias):
                       304, 304, 0.0, causal)
     for a, b in zip(g_ours, g_theirs, strict=True):
         torch.testing.assert_close(a, b, **tol)
+    assert not attention._failed
 
 
 class _CausalSelfAttention(torch.nn.Module):
@@ -357,7 +359,7 @@ def test_attention_writes_its_slot_under_cuda_graphs(dtype, backend, dynamic, ma
         assert f"fxslots.{op}.out" not in forward and ours.copy_free_fraction < 1.0, forward
     else:
         assert f"fxslots.{op}.out" in forward, forward
-        assert ours.copy_free_fraction == 1.0, ours.copy_free_fraction
+        assert ours.copy_free_fraction == 1.0 and not attention._failed
     tol = dict(rtol=1e-4, atol=1e-5) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
     for what, a, b in (("output", ours.outputs, ref.outputs), ("grad", ours.grads, ref.grads)):
         for i, (x, y) in enumerate(zip(a, b, strict=True)):
@@ -409,3 +411,28 @@ def test_the_backend_tells_collect_which_kernels_run(monkeypatch):
     model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU(), torch.nn.Linear(8, 1))
     fxslots.explain(model, torch.randn(4, 8), kernels="inductor")
     assert seen == ["inductor"], seen
+
+
+def test_where_the_kernel_cannot_run_attention_runs_pytorch_kernel_and_a_copy(monkeypatch):
+    """A Triton that cannot build the kernel (another version, another device) must not stop
+    training once the graph calls fxslots' op: the op's own kernel runs instead and its output
+    and logsumexp are copied in, with one warning, and the kernel is not tried again."""
+    tries = []
+
+    def broken(*args):
+        tries.append(1)
+        raise RuntimeError("PassManager::run failed\nmore")
+
+    def pytorch_op(q, k, v, bias, compute_lse, dropout_p, causal, *, scale):
+        s = (q @ k.transpose(-1, -2)) * scale
+        return torch.softmax(s, -1) @ v, torch.logsumexp(s, -1)
+
+    monkeypatch.setattr(attention, "_launch", broken)
+    monkeypatch.setattr(attention, "_failed", [])
+    q, k, v = (torch.randn(2, 3, 5, 4) for _ in range(3))
+    o, lse = torch.empty(2, 3, 5, 4), torch.empty(2, 3, 5)
+    with pytest.warns(UserWarning, match="attention kernel failed .RuntimeError: PassManager"):
+        attention._compute(pytorch_op, q, k, v, None, True, False, 0.5, o, lse, lse)
+    attention._compute(pytorch_op, q, k, v, None, True, False, 0.5, o, lse, lse)
+    want = pytorch_op(q, k, v, None, True, 0.0, False, scale=0.5)
+    assert tries == [1] and torch.equal(o, want[0]) and torch.equal(lse, want[1])

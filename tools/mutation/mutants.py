@@ -979,6 +979,13 @@ MUTANTS: tuple[Mutant, ...] = (
            "the compile tells collect_saved which kernels run (under Inductor fxslots' attention "
            "ops are not taken)", "cpu",
            ("tests/test_attention.py::test_the_backend_tells_collect_which_kernels_run",)),
+    Mutant("attention-kernel-retried-after-failing", "fxslots/attention.py",
+           "    if not _failed:",
+           "    if True:",
+           "once fxslots' attention kernel could not run, attention runs PyTorch's kernel and a "
+           "copy without trying (and warning) again", "cpu",
+           ("tests/test_attention.py::"
+            "test_where_the_kernel_cannot_run_attention_runs_pytorch_kernel_and_a_copy",)),
     Mutant("prepare-holds-each-group-once", "fxslots/prepare.py",
            "            for first in (0, 0) if len(group) == 1 else range(len(group)):",
            "            for first in (0,) if len(group) == 1 else range(len(group)):",
