@@ -27,12 +27,11 @@ import contextlib
 import functools
 import importlib.util
 import math
-import warnings
 from typing import Any
 
 import torch
 
-from . import _torch
+from . import _torch, fallback
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 MAX_HEAD_DIM = 256
@@ -196,8 +195,9 @@ def _compute(op: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: A
         except Exception as e:  # noqa: BLE001 (any build or launch error: the fallback is exact)
             _failed.append(f"{type(e).__name__}: {str(e).strip().splitlines()[0][:200]}"
                            if str(e).strip() else type(e).__name__)
-            warnings.warn(f"fxslots: its attention kernel failed ({_failed[0]}); attention "
-                          f"runs {op} and copies output and logsumexp into the slot from now on")
+            fallback.go_without(f"its attention kernel, which failed ({_failed[0]}): "
+                                f"attention runs {op} and copies output and logsumexp into the "
+                                f"slot from now on", strict=False)
     ours = op(q, k, v, bias, compute_lse, 0.0, causal, scale=scale)
     o.copy_(ours[0])
     lse.copy_(ours[1])

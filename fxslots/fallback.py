@@ -23,8 +23,9 @@ def run_uncaptured(reason: str, strict: bool) -> None:
 
 
 def go_without(reason: str, strict: bool) -> None:
-    """Report that an optional graph (a backward's accumulating or delivering twin) is not
-    used because of ``reason``; the plain backward does its work. Raises in strict mode."""
+    """Report that an optional part (a backward's accumulating or delivering twin, fxslots'
+    attention kernel) is not used because of ``reason``; the plain form does its work. Raises
+    in strict mode."""
     _report("twin_fallbacks", f"fxslots: training goes on without {reason}", strict)
 
 
