@@ -104,12 +104,19 @@ def _unsupported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: Any,
         return "it is not on a CUDA device of compute capability 8.0 or above"
     if q.dtype not in DTYPES or not q.dtype == k.dtype == v.dtype:
         return f"its inputs are {q.dtype}, {k.dtype}, {v.dtype}"
-    if (len({q.shape[0], k.shape[0], v.shape[0]}) != 1 or k.shape[2] != v.shape[2]
-            or len({q.shape[1], k.shape[1], v.shape[1]}) != 1 or q.shape[3] != k.shape[3]):
+    if not (_same(q.shape[0], k.shape[0], v.shape[0]) and _same(k.shape[2], v.shape[2])
+            and _same(q.shape[1], k.shape[1], v.shape[1]) and _same(q.shape[3], k.shape[3])):
         return "query, key and value differ in batch, heads, key length or head size"
     if not all(type(d) is int and 0 < d <= MAX_HEAD_DIM for d in (q.shape[3], v.shape[3])):
         return f"its head size is not at most {MAX_HEAD_DIM}"
     return None
+
+
+def _same(*sizes: Any) -> bool:
+    """Whether sizes are the same: equal ints, or one symbolic expression. Symbolic sizes are
+    not hashed (SymInt refuses) and not compared (which would add a guard): sizes that are
+    equal only at run time count as different, and the call keeps PyTorch's kernel."""
+    return len({str(x) for x in sizes}) == 1
 
 
 def _capability(device: torch.device) -> tuple[int, int]:

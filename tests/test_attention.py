@@ -70,6 +70,26 @@ def test_efficient_attention_routes_through_fxslots_kernel_only_where_it_compute
         assert route.op is None and "fxslots' own kernel is not used" in route.why, args
 
 
+def test_attention_with_symbolic_sizes_routes_without_hashing_or_guarding(triton_present):
+    """Dynamic shapes give symbolic batch and sequence sizes, which cannot be hashed and must
+    not be compared (a guard): one symbol is the same size, two symbols count as different,
+    and the size is judged at its hint."""
+    from torch._dynamo.source import ConstantSource
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
+
+    env = ShapeEnv()
+    b, b2, s = (env.create_unspecified_symint_and_symbol(v, ConstantSource(n), DimDynamic.DYNAMIC)
+                for n, v in (("b", 2), ("b2", 2), ("s", 12)))
+    with FakeTensorMode(shape_env=env):
+        qkv = [_Val(torch.empty(b, 4, s, 8, device="cuda")) for _ in range(3)]
+        other = _Val(torch.empty(b2, 4, s, 8, device="cuda"))
+    guards = len(env.guards)
+    assert find_route(EFFICIENT, "cuda", None, (*qkv, None, True, 0.0, True)).op
+    route = find_route(EFFICIENT, "cuda", None, (qkv[0], other, qkv[2], None, True, 0.0, True))
+    assert route.op is None and "differ in batch" in route.why
+    assert len(env.guards) == guards
+
+
 def test_efficient_attention_is_copied_where_pytorch_kernel_and_a_copy_are_faster(
         triton_present):
     """The route is taken by cost: a small attention (launches and copies dominate) goes

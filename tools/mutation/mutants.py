@@ -986,6 +986,14 @@ MUTANTS: tuple[Mutant, ...] = (
            "copy without trying (and warning) again", "cpu",
            ("tests/test_attention.py::"
             "test_where_the_kernel_cannot_run_attention_runs_pytorch_kernel_and_a_copy",)),
+    Mutant("attention-sizes-hashed", "fxslots/attention.py",
+           "    if not (_same(q.shape[0], k.shape[0], v.shape[0]) and _same(k.shape[2], v.shape[2])",
+           "    if not (len({q.shape[0], k.shape[0], v.shape[0]}) == 1 and _same(k.shape[2], "
+           "v.shape[2])",
+           "the attention route compares symbolic sizes without hashing them (SymInt refuses: "
+           "every dynamic graph with attention fell back to no slots) or guarding on them", "cpu",
+           ("tests/test_attention.py::"
+            "test_attention_with_symbolic_sizes_routes_without_hashing_or_guarding",)),
     Mutant("prepare-holds-each-group-once", "fxslots/prepare.py",
            "            for first in (0, 0) if len(group) == 1 else range(len(group)):",
            "            for first in (0,) if len(group) == 1 else range(len(group)):",
