@@ -941,8 +941,8 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/test_attention.py::"
             "test_efficient_attention_routes_through_fxslots_kernel_only_where_it_computes_the_op",)),
     Mutant("attention-takes-grouped-heads", "fxslots/attention.py",
-           "            or len({q.shape[1], k.shape[1], v.shape[1]}) != 1 or q.shape[3] != k.shape[3]):",
-           "            or q.shape[3] != k.shape[3]):",
+           "            and _same(q.shape[1], k.shape[1], v.shape[1]) and _same(q.shape[3], k.shape[3])):",
+           "            and _same(q.shape[3], k.shape[3])):",
            "fxslots' attention kernel takes only query, key and value of one head count", "cpu",
            ("tests/test_attention.py::"
             "test_efficient_attention_routes_through_fxslots_kernel_only_where_it_computes_the_op",)),
