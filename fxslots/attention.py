@@ -143,20 +143,14 @@ def efficient_attention_out(query: torch.Tensor, key: torch.Tensor, value: torch
     """``_scaled_dot_product_efficient_attention`` into ``out0`` (output), ``out1``
     (logsumexp), ``out2`` and ``out3`` (the dropout seed and offset: zeros, which its backward
     never reads without dropout). ``attn_bias`` is (B, H, M, N), broadcast by strides."""
-    if dropout_p != 0.0:
-        raise ValueError("fxslots' attention kernel takes no dropout")
     b, h, m, _ = query.shape
-    n, dv = key.shape[2], value.shape[3]
+    dv = value.shape[3]
     lm = math.ceil(m / LSE_ALIGN) * LSE_ALIGN if compute_log_sumexp else 0
-    if tuple(out0.shape) != (b, h, m, dv):  # scratch: the (B, M, H, K) order of the op's own
-        out0.resize_(b, m, h, dv).transpose_(1, 2)
-    _fit(out1, (b, h, lm))
-    for seed in (out2, out3):
-        _fit(seed, ()).zero_()
-    if b * h * max(m, lm) > 0:
-        scale = 1.0 / math.sqrt(query.shape[3]) if scale is None else scale
-        _compute(torch.ops.aten._scaled_dot_product_efficient_attention.default, query, key,
-                 value, attn_bias, compute_log_sumexp, is_causal, scale, out0, out1, out1)
+    # The output in (B, M, H, K) order, whatever the query's.
+    _place(dropout_p, out0, (b, h, m, dv), (m * h * dv, dv, h * dv, 1), out1, (b, h, lm),
+           (out2, out3))
+    _compute(torch.ops.aten._scaled_dot_product_efficient_attention.default, query, key, value,
+             attn_bias, compute_log_sumexp, is_causal, scale, out0, out1, out1)
     return out0, out1, out2, out3
 
 
@@ -169,31 +163,43 @@ def cudnn_attention_out(query: torch.Tensor, key: torch.Tensor, value: torch.Ten
     """``_scaled_dot_product_cudnn_attention`` into ``out0`` (output, in query's layout),
     ``out1`` (logsumexp, (B, H, M, 1)), ``out6`` and ``out7`` (seed and offset: zeros, which
     its backward never reads without dropout), returning the op's nine values."""
-    if dropout_p != 0.0 or return_debug_mask:
-        raise ValueError("fxslots' attention kernel takes no dropout and no debug mask")
+    if return_debug_mask:
+        raise ValueError("fxslots' attention kernel returns no debug mask")
     b, h, m, _ = query.shape
-    n, dv = key.shape[2], value.shape[3]
-    if tuple(out0.shape) != (b, h, m, dv):  # scratch: query's dimension order, as cuDNN's
-        out0.resize_(b * h * m * dv).as_strided_((b, h, m, dv), _strides_like(query, dv))
-    _fit(out1, (b, h, m, 1))
-    for seed in (out6, out7):
+    dv = value.shape[3]
+    _place(dropout_p, out0, (b, h, m, dv), _strides_like(query, dv), out1, (b, h, m, 1),
+           (out6, out7))
+    _compute(torch.ops.aten._scaled_dot_product_cudnn_attention.default, query, key, value,
+             attn_bias, compute_log_sumexp, is_causal, scale, out0, out1, out1[..., 0])
+    return out0, out1, None, None, m, key.shape[2], out6, out7, None
+
+
+def _place(dropout_p: float, out: torch.Tensor, shape: tuple[int, ...], strides: Any,
+           lse: torch.Tensor, lse_shape: tuple[int, ...], seeds: tuple[torch.Tensor, ...]) -> None:
+    """The outputs where the op's own kernel lays them out: a slot view already is; an empty
+    scratch tensor (symbolic sizes) is resized into that layout, as out= kernels resize an
+    empty output. The seeds are zeroed."""
+    if dropout_p != 0.0:
+        raise ValueError("fxslots' attention kernel takes no dropout")
+    if tuple(out.shape) != shape:
+        out.resize_(math.prod(shape)).as_strided_(shape, strides)
+    _fit(lse, lse_shape)
+    for seed in seeds:
         _fit(seed, ()).zero_()
-    if b * h * m > 0:
-        scale = 1.0 / math.sqrt(query.shape[3]) if scale is None else scale
-        _compute(torch.ops.aten._scaled_dot_product_cudnn_attention.default, query, key, value,
-                 attn_bias, compute_log_sumexp, is_causal, scale, out0, out1, out1[..., 0])
-    return out0, out1, None, None, m, n, out6, out7, None
 
 
 _failed: list[str] = []  # why fxslots' kernel could not run in this process, once it could not
 
 
 def _compute(op: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: Any,
-             compute_lse: bool, causal: bool, scale: float, o: torch.Tensor, lse: torch.Tensor,
-             lse_rows: torch.Tensor) -> None:
+             compute_lse: bool, causal: bool, scale: float | None, o: torch.Tensor,
+             lse: torch.Tensor, lse_rows: torch.Tensor) -> None:
     """fxslots' kernel into ``o`` and ``lse_rows``; where it cannot run (a Triton that cannot
     build it for this device), PyTorch's ``op`` and one copy of each, from then on, with a
     warning: the graph already calls this op, and a user's training must not stop there."""
+    if o.numel() == 0 and lse_rows.numel() == 0:
+        return
+    scale = 1.0 / math.sqrt(q.shape[3]) if scale is None else scale
     if not _failed:
         try:
             _launch(q, k, v, o, lse_rows, bias, scale, causal, q.shape[2], k.shape[2],

@@ -17,15 +17,11 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from fxslots import attention
 from fxslots.routes import find_route
+from tests.test_routes import _Val  # an FX node as routes read it: its fake value
 
 aten = torch.ops.aten
 EFFICIENT = aten._scaled_dot_product_efficient_attention.default
 CUDNN = aten._scaled_dot_product_cudnn_attention.default
-
-
-class _Val:  # an FX node as routes read it: its fake value
-    def __init__(self, v):
-        self.meta = {"val": v}
 
 
 def _fake_qkv(device="cuda", dtype=torch.float32, heads=(4, 4, 4), d=8, dv=8):
