@@ -112,6 +112,23 @@ def _unsupported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: Any,
     return None
 
 
+# SDPA's outputs that hold the dropout seed and offset (by index), and its dropout argument
+# (position). Without dropout the backward never reads them, and PyTorch's efficient kernel
+# then returns them as empty host tensors where the trace says device tensors (a kernel
+# Inductor generated to copy one into the slot could not launch: H200 run 38a).
+_SEEDS = {"aten::_scaled_dot_product_efficient_attention": ((2, 3), 5),
+          "aten::_scaled_dot_product_cudnn_attention": ((6, 7), 5),
+          "aten::_scaled_dot_product_flash_attention": ((6, 7), 3)}
+
+
+def unread_seed(op: Any, index: int, args: tuple, kwargs: dict) -> bool:
+    """Whether output ``index`` of ``op(*args, **kwargs)`` is a dropout seed or offset of an
+    SDPA call without dropout: its slot is zeroed instead of copied into."""
+    seeds, at = _SEEDS.get(getattr(op, "name", lambda: "")(), ((), 0))
+    dropout = args[at] if len(args) > at else kwargs.get("dropout_p", 0.0)
+    return index in seeds and isinstance(dropout, (int, float)) and dropout == 0
+
+
 def _same(*sizes: Any) -> bool:
     """Whether sizes are the same: equal ints, or one symbolic expression. Symbolic sizes are
     not hashed (SymInt refuses) and not compared (which would add a guard): sizes that are

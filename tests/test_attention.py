@@ -456,3 +456,33 @@ def test_where_the_kernel_cannot_run_attention_runs_pytorch_kernel_and_a_copy(mo
     want = pytorch_op(q, k, v, None, True, 0.0, False, scale=0.5)
     assert tries == [1] and torch.equal(o, want[0]) and torch.equal(lse, want[1])
     assert fxslots.counters["twin_fallbacks"] == 1  # counted with fxslots' other fallbacks
+
+
+@pytest.mark.parametrize("op,index,dropout,written", [
+    (EFFICIENT, 2, 0.0, "zero_"), (EFFICIENT, 3, 0.0, "zero_"), (CUDNN, 6, 0.0, "zero_"),
+    (EFFICIENT, 0, 0.0, "copy_"), (EFFICIENT, 1, 0.0, "copy_"), (EFFICIENT, 2, 0.1, "copy_"),
+    (CUDNN, 2, 0.0, "copy_")])
+def test_a_dropout_seed_without_dropout_is_zeroed_in_its_slot_not_copied(op, index, dropout,
+                                                                         written):
+    """Without dropout PyTorch's efficient attention returns its seed and offset as empty host
+    tensors where the trace says device tensors, and the kernel Inductor generated to copy one
+    into the slot could not launch (H200 run 38a: "CUDA driver error: invalid argument"). The
+    backward reads them only with dropout, so their slots are zeroed; every other output of
+    the op, and a seed with dropout, is copied."""
+    import operator
+    from types import SimpleNamespace
+
+    import torch.fx as fx
+
+    from fxslots.passes import rewrite
+    from fxslots.schemas import Write
+
+    g = fx.Graph()
+    q, slot = g.placeholder("q"), g.placeholder("slot")
+    call = g.call_function(op, (q, q, q, None, True, dropout))
+    item = g.call_function(operator.getitem, (call, index))
+    g.output((item,))
+    p = SimpleNamespace(write=Write.COPY, offset=0, nbytes=8, group=0)
+    rewrite._insert_copy(g, item, slot, (), p)
+    assert item.next.target is getattr(aten, written).default
+    assert item.next.args[0] is slot

@@ -16,6 +16,7 @@ import torch
 import torch.fx as fx
 
 from .. import streams
+from ..attention import unread_seed
 from .._torch import op_schema, size_hint
 from ..routes import (
     COPY, EXPANSIONS, TENSOR_OPTIONS, copy_source, out_arguments, out_returns, resolve,
@@ -144,7 +145,11 @@ def _insert_copy(graph: fx.Graph, src: fx.Node, dst: fx.Node, stride, p) -> fx.N
             if st == 0:
                 s = graph.call_function(aten.slice.Tensor, (s, dim, 0, 1))
                 d = graph.call_function(aten.slice.Tensor, (d, dim, 0, 1))
-        if p.write is Write.OFFLOAD:
+        if _unread_seed(src):
+            # A dropout seed the backward never reads: zeros, not a copy of what may be an
+            # empty host tensor (PyTorch's efficient attention without dropout).
+            copy = graph.call_function(aten.zero_.default, (d,))
+        elif p.write is Write.OFFLOAD:
             # copy_ to host memory goes through a pageable temporary (synchronous, and illegal
             # in a capture) unless both sides are contiguous: walk the dense tensor in memory
             # order. The planner only offloads groups that one dense copy moves.
@@ -159,6 +164,11 @@ def _insert_copy(graph: fx.Graph, src: fx.Node, dst: fx.Node, stride, p) -> fx.N
     copy.meta[SLOT_META] = _note(p)
     # The slot view itself carries the full (expanded) layout the backward expects.
     return copy if d is dst and p.write is not Write.OFFLOAD else dst
+
+
+def _unread_seed(src: fx.Node) -> bool:
+    op = src.args[0] if src.target is operator.getitem else None
+    return isinstance(op, fx.Node) and unread_seed(op.target, src.args[1], op.args, op.kwargs)
 
 
 def _memory_order(node: fx.Node) -> list[int]:
