@@ -147,8 +147,9 @@ def _insert_copy(graph: fx.Graph, src: fx.Node, dst: fx.Node, stride, p) -> fx.N
                 d = graph.call_function(aten.slice.Tensor, (d, dim, 0, 1))
         if _unread_seed(src):
             # A dropout seed the backward never reads: zeros, not a copy of what may be an
-            # empty host tensor (PyTorch's efficient attention without dropout).
-            copy = graph.call_function(aten.zero_.default, (d,))
+            # empty host tensor (PyTorch's efficient attention without dropout). fill_, not
+            # zero_: Inductor lowers fill_ and refuses zero_ (both a fallback and a decomp).
+            copy = graph.call_function(aten.fill_.Scalar, (d, 0))
         elif p.write is Write.OFFLOAD:
             # copy_ to host memory goes through a pageable temporary (synchronous, and illegal
             # in a capture) unless both sides are contiguous: walk the dense tensor in memory
