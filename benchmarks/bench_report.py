@@ -60,6 +60,9 @@ def _paired(base_case: str) -> Callable[[Row, list[Row]], str]:
 def _error(r: Row, rows: list[Row]) -> str:
     text = r.get("skipped") and f"skipped: {r['skipped']}" or r.get("error") or ""
     line = str(text).strip().splitlines()[0] if str(text).strip() else ""
+    if r.get("inductor_fallbacks"):  # its time is not Inductor's kernels' (run 38d)
+        line = "; ".join(x for x in (f"Inductor refused {r['inductor_fallbacks']} graph(s), "
+                                     "ATen kernels ran them", line) if x)
     return textwrap.shorten(line, 120, placeholder="...") if line else ""
 
 

@@ -229,6 +229,8 @@ def fxslots_figures(regions=None) -> dict[str, Any]:
     saved = sum(x["slot_bytes"] for x in lays)
     return dict(captures=fxslots_counter("captures"), compiles=fxslots_counter("compiles"),
                 recaptures=fxslots_counter("recaptures"),
+                # kernels="inductor": a graph Inductor refused runs ATen kernels (run 38d).
+                inductor_fallbacks=fxslots_counter("inductor_fallbacks"),
                 slot_bytes=sum(slots), n_slots=len(slots), layouts=len(lays),
                 largest_saved_bytes=max((x["slot_bytes"] for x in lays), default=0),
                 # Staged inputs are copies too (issue 10): counted in, and shown apart.

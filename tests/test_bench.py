@@ -123,6 +123,16 @@ def test_tables_show_ratios_spreads_errors_and_skips():
     assert md.splitlines()[1].startswith("|---|") and md.count("\n") == 2 + len(ROWS)
 
 
+def test_a_row_whose_graphs_inductor_refused_says_so():
+    """Run 38d timed a kernels="inductor" row whose forwards Inductor had refused (they ran
+    ATen kernels) with nothing in the table to say so: the row now says it."""
+    row = dict(model="m", schedule="sequential", case="fxslots kernels=inductor",
+               ms_per_step=1.0, inductor_fallbacks=2)
+    text = bench_report.text_table("speed", [row])
+    assert "Inductor refused 2 graph(s), ATen kernels ran them" in text
+    assert "Inductor refused" not in bench_report.text_table("speed", [dict(row, inductor_fallbacks=0)])
+
+
 def test_error_text_names_the_root_cause():
     from bench_work import error_text
 
@@ -152,6 +162,7 @@ def test_one_speed_case_on_cpu_reads_fxslots_figures():
     assert len(row["ms_per_step_reps"]) == 2 and row["ms_per_step"] > 0
     assert row["n_slots"] == 2 and row["copy_free_fraction"] == 1.0
     assert row["copied_bytes_per_forward"] == 0 and row["max_grad_err"] == 0.0
+    assert row["inductor_fallbacks"] == 0
 
 
 def test_held_output_case_on_cpu_checks_gradients_and_prints_a_row():

@@ -22,6 +22,7 @@ pytest.importorskip("transformers")
 import torch  # noqa: E402
 
 import fxslots  # noqa: E402
+from fxslots.options import Options  # noqa: E402
 from tests import zoo  # noqa: E402
 from tests.test_graph_executor_cpu import _StandInGraph, stand_in_graphs  # noqa: E402,F401
 
@@ -197,14 +198,17 @@ def test_zoo_on_cuda_under_cuda_graphs(family, dtype):
     ref = zoo.train(model, "aot_eager", xs, dynamic=False)
     print(f"{family} {dtype} on cuda: {ours.copy_free_fraction:.4f} copy-free of {ours.saved_bytes} "
           f"saved bytes, {captures} captures")
-    assert ours.fallbacks == [] and captures > 0
+    assert ours.fallbacks == [] and captures > 0 and ours.inductor_fallbacks == 0
     for what, a, b in (("output", ours.outputs, ref.outputs), ("grad", ours.grads, ref.grads),
                        ("buffer", ours.buffers, ref.buffers)):
         for i, (x, y) in enumerate(zip(a, b, strict=True)):
             assert (x is None) == (y is None), f"{what} {i}"
             if x is not None:
                 torch.testing.assert_close(x, y, **tol, msg=f"{what} {i}")
-    assert ours.copy_free_fraction >= CUDA_FLOORS.get((family, dtype), 0.0), ours.copy_free_fraction
+    # Under FXSLOTS_KERNELS=inductor attention keeps PyTorch's kernel and its copy (Inductor
+    # cannot lower fxslots' attention ops): the floors are ATen's (run 38b: Llama f32 0.9105).
+    floor = CUDA_FLOORS.get((family, dtype), 0.0) if Options().kernels == "aten" else 0.0
+    assert ours.copy_free_fraction >= floor, ours.copy_free_fraction
 
 
 # Copy-free fractions on CUDA (H200 runs 26 and 37). On torch 2.11 fp32 SDPA runs

@@ -126,6 +126,7 @@ class Result:
     copy_free_bytes: int = 0
     fallbacks: list[str] = field(default_factory=list)
     graphs: int = 0  # graphs fxslots compiled: one per shape unless Dynamo broke the model up
+    inductor_fallbacks: int = 0  # graphs Inductor refused under kernels="inductor" (run ATen)
 
     @property
     def copy_free_fraction(self) -> float:
@@ -147,6 +148,7 @@ def train(model: nn.Module, backend: str, xs: list[torch.Tensor], *, dynamic: bo
     res = Result([None if p.grad is None else p.grad.clone() for p in m.parameters()],
                  [o.detach().clone() for o in outs], [b.clone() for b in m.buffers()])
     res.graphs = fxslots.counters["compiles"]
+    res.inductor_fallbacks = fxslots.counters["inductor_fallbacks"]
     for rec in records:
         if rec.fallback:
             res.fallbacks.append(rec.fallback)

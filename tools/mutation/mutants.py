@@ -994,6 +994,20 @@ MUTANTS: tuple[Mutant, ...] = (
            "every dynamic graph with attention fell back to no slots) or guarding on them", "cpu",
            ("tests/test_attention.py::"
             "test_attention_with_symbolic_sizes_routes_without_hashing_or_guarding",)),
+    Mutant("seed-copied-without-dropout", "fxslots/passes/rewrite.py",
+           "        if _unread_seed(src):",
+           "        if False:",
+           "SDPA's dropout seed and offset are zeroed in their slot without dropout, not copied "
+           "(PyTorch's efficient kernel hands them out on the host: Inductor's copy kernel could "
+           "not launch)", "cpu",
+           ("tests/test_attention.py::"
+            "test_a_dropout_seed_without_dropout_is_zeroed_in_its_slot_not_copied",)),
+    Mutant("seed-zeroed-by-zero_", "fxslots/passes/rewrite.py",
+           "            copy = graph.call_function(aten.fill_.Scalar, (d, 0))",
+           "            copy = graph.call_function(aten.zero_.default, (d,))",
+           "the seed's zeros are written by an op Inductor lowers (zero_ made it refuse the whole "
+           "forward)", "cpu",
+           ("tests/test_attention.py::test_a_zeroed_seed_compiles_under_inductor",)),
     Mutant("prepare-holds-each-group-once", "fxslots/prepare.py",
            "            for first in (0, 0) if len(group) == 1 else range(len(group)):",
            "            for first in (0,) if len(group) == 1 else range(len(group)):",
