@@ -39,15 +39,18 @@ LSE_ALIGN = 32  # the efficient kernel pads logsumexp rows to a multiple of 32 (
 
 
 # Above these causal-forward FLOPs PyTorch's kernel plus one copy of output and logsumexp is
-# faster than fxslots' kernel. H200, torch 2.11, benchmarks/attention.py, run 37c (fxslots'
-# time over PyTorch's kernel and the copy): fp32 0.42x at 18 kFLOP, 0.84x at 2.1 MFLOP, 1.47x
-# at 34 MFLOP, 2.7x at 0.8 GFLOP (its fp32 products run on CUDA cores at a third of the
-# CUTLASS kernel's rate; as three TF32 products, tf32x3, no better below 17 GFLOP); bf16 0.49x
-# at 18 kFLOP, 0.94x at 0.8 GFLOP, 0.97x at 3.2 GFLOP, 1.13x at 17 GFLOP. Below the bounds the
-# copy's launches and bytes cost more than the kernels' difference.
-MAX_FLOPS = {torch.float32: 8e6, torch.float16: 4e9, torch.bfloat16: 4e9}
+# faster than fxslots' kernel. H200, torch 2.11, benchmarks/attention.py, run 38a (fxslots'
+# time over PyTorch's kernel and the copy; run 37c before int64 offsets in brackets): fp32
+# 0.47x at 18 kFLOP (0.42), 0.87x at 2.1 MFLOP (0.84), 1.82x at 34 MFLOP (1.47), 3.1x at 0.8
+# GFLOP (its fp32 products run on CUDA cores at a third of the CUTLASS kernel's rate; as three
+# TF32 products, tf32x3, no better below 17 GFLOP); bf16 0.53x at 18 kFLOP, 0.72x at 2.1 MFLOP,
+# 0.99x at 34 MFLOP, 0.95x at 0.8 GFLOP, 1.03x at 3.2 GFLOP (0.97), 1.10x at 17 GFLOP. The
+# bounds are where the ratio crosses 1, interpolated in log FLOPs: below them the copy's
+# launches and bytes cost more than the kernels' difference.
+MAX_FLOPS = {torch.float32: 4e6, torch.float16: 2e9, torch.bfloat16: 2e9}
 # cuDNN's forward (bf16 SDPA on the H200) is 3-4x faster than fxslots' from 34 MFLOP up, and
-# loses to it below (0.49x at 18 kFLOP, 0.55x at 2.1 MFLOP, 1.09x at 34 MFLOP, copy included).
+# loses to it below (0.49x at 18 kFLOP, 0.55x at 2.1 MFLOP, 1.09x at 34 MFLOP, copy included;
+# 38a: 0.44x, 0.62x, 1.16x, so the crossing stays near 17 MFLOP).
 MAX_FLOPS_CUDNN = {torch.float16: 16e6, torch.bfloat16: 16e6}
 F32_PRECISION = "ieee"  # fp32 products as fp32, as PyTorch's kernel computes them (no TF32)
 _NAMES = ("query", "key", "value", "attn_bias", "compute_log_sumexp", "dropout_p", "is_causal",
@@ -110,23 +113,6 @@ def _unsupported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: Any,
     if not all(type(d) is int and 0 < d <= MAX_HEAD_DIM for d in (q.shape[3], v.shape[3])):
         return f"its head size is not at most {MAX_HEAD_DIM}"
     return None
-
-
-# SDPA's outputs that hold the dropout seed and offset (by index), and its dropout argument
-# (position). Without dropout the backward never reads them, and PyTorch's efficient kernel
-# then returns them as empty host tensors where the trace says device tensors (a kernel
-# Inductor generated to copy one into the slot could not launch: H200 run 38a).
-_SEEDS = {"aten::_scaled_dot_product_efficient_attention": ((2, 3), 5),
-          "aten::_scaled_dot_product_cudnn_attention": ((6, 7), 5),
-          "aten::_scaled_dot_product_flash_attention": ((6, 7), 3)}
-
-
-def unread_seed(op: Any, index: int, args: tuple, kwargs: dict) -> bool:
-    """Whether output ``index`` of ``op(*args, **kwargs)`` is a dropout seed or offset of an
-    SDPA call without dropout: its slot is zeroed instead of copied into."""
-    seeds, at = _SEEDS.get(getattr(op, "name", lambda: "")(), ((), 0))
-    dropout = args[at] if len(args) > at else kwargs.get("dropout_p", 0.0)
-    return index in seeds and isinstance(dropout, (int, float)) and dropout == 0
 
 
 def _same(*sizes: Any) -> bool:

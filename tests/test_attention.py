@@ -97,7 +97,7 @@ def test_efficient_attention_is_copied_where_pytorch_kernel_and_a_copy_are_faste
     assert find_route(EFFICIENT, "cuda", None, (*small, None, True, 0.0, True)).op
     route = find_route(EFFICIENT, "cuda", None, (*large, None, True, 0.0, True))
     assert route.op is None and "faster at 12.9 GFLOP" in route.why, route.why
-    assert "above 4 GFLOP" in route.why, route.why
+    assert "above 2 GFLOP" in route.why, route.why
 
 
 def test_cudnn_attention_routes_through_fxslots_kernel_in_half_types_while_small(
@@ -518,3 +518,39 @@ def test_a_zeroed_seed_compiles_under_inductor(monkeypatch):
     out = inductor_compile(gm, [x_value, slot_value], static_input_idxs=[])(
         [x_value, slot_value])
     assert slot_value.item() == 0 and out[0].tolist() == [2.0, 4.0, 6.0]
+
+
+def test_under_inductor_a_seed_with_dropout_is_copied_by_aten():
+    """With dropout the seed is copied, and outside a capture PyTorch's efficient kernel hands
+    it out on the host: Inductor's own copy kernel would read host memory as device memory.
+    The lowering for Inductor copies it with ``fxslots::copy_into`` (ATen's copy_, either
+    device), and the graph returns the slot; Inductor compiles the op as a call, which
+    copies."""
+    import operator
+
+    import torch.fx as fx
+
+    from fxslots import ops
+    from fxslots._torch.inductor import inductor_compile
+    from fxslots.passes.lower import lower_forward
+    from fxslots.schemas import SLOT_META, SlotView
+
+    g = fx.Graph()
+    q, slot = g.placeholder("q"), g.placeholder("slot")
+    slot.meta[SLOT_META] = SlotView("slot", "seed", torch.int64, (), (), 0)
+    call = g.call_function(EFFICIENT, (q, q, q, None, True, 0.1))
+    seed = g.call_function(operator.getitem, (call, 2))
+    g.output((g.call_function(aten.copy_.default, (slot, seed)),))
+    lowered = lower_forward(fx.GraphModule(torch.nn.Module(), g), lambda op: True, {})
+    targets = [n.target for n in lowered.graph.nodes if n.op == "call_function"]
+    assert ops.copy_into in targets and aten.copy_.default not in targets, targets
+    assert lowered.graph.output_node().args[0][0].name == "slot"
+
+    g = fx.Graph()
+    dst, src = g.placeholder("dst"), g.placeholder("src")
+    g.call_function(ops.copy_into, (dst, src))
+    g.output((g.call_function(aten.mul.Tensor, (src, 2)),))
+    dst_value, src_value = torch.tensor(0), torch.tensor(5)
+    out = inductor_compile(fx.GraphModule(torch.nn.Module(), g), [dst_value, src_value],
+                           static_input_idxs=[])([dst_value, src_value])
+    assert dst_value.item() == 5 and out[0].item() == 10

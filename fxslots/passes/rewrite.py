@@ -16,7 +16,7 @@ import torch
 import torch.fx as fx
 
 from .. import streams
-from ..attention import unread_seed
+from ..seeds import unread_seed
 from .._torch import op_schema, size_hint
 from ..routes import (
     COPY, EXPANSIONS, TENSOR_OPTIONS, copy_source, out_arguments, out_returns, resolve,
