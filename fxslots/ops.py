@@ -125,14 +125,3 @@ reload = _define("reload(Tensor[] members, Device device) -> Tensor[]", _reload,
 reload_span = _define("reload_span(Tensor[] members, Device device) -> Tensor", _reload_span,
                       _reload_span_fake)
 reload_join = _define("reload_join(Tensor(a!)[] members) -> ()", _reload_join)
-
-
-def _copy_into(dst: torch.Tensor, src: torch.Tensor) -> None:
-    dst.copy_(src)
-
-
-# A copy whose source may be on another device than its fake tensor says: SDPA's dropout seed,
-# which PyTorch's efficient kernel hands out on the host outside a capture. Inductor's own copy
-# kernel would read it as device memory (H200 run 38a: the launch failed); ATen's copy_ takes
-# either device.
-copy_into = _define("copy_into(Tensor(a!) dst, Tensor src) -> ()", _copy_into)

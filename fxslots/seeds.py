@@ -1,11 +1,15 @@
 """SDPA's dropout seeds in the slot.
 
 SDPA's ops return the dropout seed and offset their backward reads, and the backward reads them
-only with dropout. PyTorch's efficient kernel hands them out on the host, outside a capture,
-while its fake tensors say the query's device (H200 run 38b): a kernel Inductor generates to
-copy one reads host memory as device memory, and cannot launch (38a). So without dropout their
-slots are zeroed (``passes/rewrite.py``), and with it, under Inductor, ATen's ``copy_`` moves them
-(``ops.copy_into``, ``passes/lower.py``).
+only with dropout. Without dropout PyTorch's efficient kernel hands them out as empty host
+tensors while its fake tensors say the query's device (H200 run 38b), and a kernel Inductor
+generated to copy one into the slot read host memory as device memory (38a: the launch
+failed). So without dropout their slots are zeroed, not copied into (``passes/rewrite.py``).
+
+With dropout the efficient kernel's backward reads the seed on the host outside a capture (the
+warm-up, and every uncaptured run) and from device memory inside one: no slot, host or device,
+serves both, so such a graph runs without slots (``passes/collect.py``). Flash's and cuDNN's
+seeds are device tensors either way, and are copied.
 """
 
 from __future__ import annotations
@@ -16,8 +20,13 @@ from . import _torch
 
 # Per op: the outputs that hold seed and offset, and the position of its dropout_p argument.
 _SEEDS = {"aten::_scaled_dot_product_efficient_attention": ((2, 3), 5),
+          "aten::_efficient_attention_forward": ((2, 3), 8),
           "aten::_scaled_dot_product_cudnn_attention": ((6, 7), 5),
-          "aten::_scaled_dot_product_flash_attention": ((6, 7), 3)}
+          "aten::_scaled_dot_product_fused_attention_overrideable": ((6, 7), 4),
+          "aten::_scaled_dot_product_flash_attention": ((6, 7), 3),
+          "aten::_flash_attention_forward": ((2, 3), 7)}
+_READ_ON_HOST = ("aten::_scaled_dot_product_efficient_attention",
+                 "aten::_efficient_attention_forward")
 
 
 def unread_seed(op: Any, index: int, args: tuple, kwargs: dict) -> bool:
@@ -28,10 +37,18 @@ def unread_seed(op: Any, index: int, args: tuple, kwargs: dict) -> bool:
     return index in seeds and isinstance(dropout, (int, float)) and dropout == 0
 
 
-def is_seed(op: Any, index: int) -> bool:
-    """Whether output ``index`` of ``op`` is an SDPA dropout seed or offset, which PyTorch's
-    efficient kernel hands out on the host outside a capture (with or without dropout)."""
-    return index in _SEEDS.get(_name(op), ((), 0))[0]
+def host_read_seed(op: Any, index: int, args: tuple, kwargs: dict) -> str | None:
+    """Why output ``index`` of ``op(*args, **kwargs)`` cannot live in a slot (a seed the
+    efficient kernel's backward reads on the host, with dropout), or None."""
+    name = _name(op)
+    if name not in _READ_ON_HOST or index not in _SEEDS[name][0]:
+        return None
+    if unread_seed(op, index, args, kwargs):
+        return None
+    return (f"{name} with dropout: its backward reads the dropout seed on the host outside a "
+            f"CUDA graph and from device memory inside one, so no slot can hold it; set "
+            f"dropout_p to 0, or run SDPA's flash or cuDNN backend (torch.nn.attention."
+            f"sdpa_kernel), to run this graph in slots")
 
 
 def _name(op: Any) -> str:

@@ -22,6 +22,7 @@ from tests.test_routes import _Val  # an FX node as routes read it: its fake val
 aten = torch.ops.aten
 EFFICIENT = aten._scaled_dot_product_efficient_attention.default
 CUDNN = aten._scaled_dot_product_cudnn_attention.default
+FLASH = aten._scaled_dot_product_flash_attention.default
 
 
 def _fake_qkv(device="cuda", dtype=torch.float32, heads=(4, 4, 4), d=8, dv=8):
@@ -463,9 +464,11 @@ def test_where_the_kernel_cannot_run_attention_runs_pytorch_kernel_and_a_copy(mo
 
 @pytest.mark.parametrize("op,index,dropout,written", [
     (EFFICIENT, 2, 0.0, aten.fill_.Scalar), (EFFICIENT, 3, 0.0, aten.fill_.Scalar),
-    (CUDNN, 6, 0.0, aten.fill_.Scalar), (EFFICIENT, 0, 0.0, aten.copy_.default),
-    (EFFICIENT, 1, 0.0, aten.copy_.default), (EFFICIENT, 2, 0.1, aten.copy_.default),
-    (CUDNN, 2, 0.0, aten.copy_.default)])
+    (CUDNN, 6, 0.0, aten.fill_.Scalar), (FLASH, 6, 0.0, aten.fill_.Scalar),
+    (EFFICIENT, 0, 0.0, aten.copy_.default), (EFFICIENT, 1, 0.0, aten.copy_.default),
+    (EFFICIENT, 2, 0.1, aten.copy_.default), (CUDNN, 2, 0.0, aten.copy_.default),
+    (FLASH, 6, 0.1, aten.copy_.default), (EFFICIENT, 2, "kwarg 0.1", aten.copy_.default),
+    (EFFICIENT, 2, "kwarg 0.0", aten.fill_.Scalar), (EFFICIENT, 2, "node", aten.copy_.default)])
 def test_a_dropout_seed_without_dropout_is_zeroed_in_its_slot_not_copied(op, index, dropout,
                                                                          written):
     """Without dropout PyTorch's efficient attention returns its seed and offset as empty host
@@ -482,8 +485,14 @@ def test_a_dropout_seed_without_dropout_is_zeroed_in_its_slot_not_copied(op, ind
     from fxslots.schemas import Write
 
     g = fx.Graph()
-    q, slot = g.placeholder("q"), g.placeholder("slot")
-    call = g.call_function(op, (q, q, q, None, True, dropout))
+    q, slot, p = g.placeholder("q"), g.placeholder("slot"), g.placeholder("p")
+    args = (q, q, q) if op is FLASH else (q, q, q, None, True)
+    if isinstance(dropout, float):
+        call = g.call_function(op, (*args, dropout))
+    elif dropout == "node":  # a dropout probability the graph computes: it may not be 0
+        call = g.call_function(op, (*args, p))
+    else:
+        call = g.call_function(op, args, {"dropout_p": float(dropout.split()[1])})
     item = g.call_function(operator.getitem, (call, index))
     g.output((item,))
     p = SimpleNamespace(write=Write.COPY, offset=0, nbytes=8, group=0)
@@ -520,37 +529,42 @@ def test_a_zeroed_seed_compiles_under_inductor(monkeypatch):
     assert slot_value.item() == 0 and out[0].tolist() == [2.0, 4.0, 6.0]
 
 
-def test_under_inductor_a_seed_with_dropout_is_copied_by_aten():
-    """With dropout the seed is copied, and outside a capture PyTorch's efficient kernel hands
-    it out on the host: Inductor's own copy kernel would read host memory as device memory.
-    The lowering for Inductor copies it with ``fxslots::copy_into`` (ATen's copy_, either
-    device), and the graph returns the slot; Inductor compiles the op as a call, which
-    copies."""
+
+@pytest.mark.parametrize("op,dropout,refused", [(EFFICIENT, 0.1, True), (EFFICIENT, 0.0, False),
+                                                (CUDNN, 0.1, False)])
+def test_efficient_attention_with_dropout_runs_without_slots(op, dropout, refused):
+    """With dropout the efficient kernel's backward reads its seed on the host outside a CUDA
+    graph (the warm-up) and from device memory inside one, so no slot can hold it: collecting
+    such a graph's saved tensors refuses it, naming the node and what to change, and the
+    backend runs it without slots. cuDNN's seeds stay on the device, and are slotted."""
     import operator
 
     import torch.fx as fx
 
-    from fxslots import ops
-    from fxslots._torch.inductor import inductor_compile
-    from fxslots.passes.lower import lower_forward
-    from fxslots.schemas import SLOT_META, SlotView
+    from fxslots.errors import PassError
+    from fxslots.passes.collect import collect_saved
 
-    g = fx.Graph()
-    q, slot = g.placeholder("q"), g.placeholder("slot")
-    slot.meta[SLOT_META] = SlotView("slot", "seed", torch.int64, (), (), 0)
-    call = g.call_function(EFFICIENT, (q, q, q, None, True, 0.1))
-    seed = g.call_function(operator.getitem, (call, 2))
-    g.output((g.call_function(aten.copy_.default, (slot, seed)),))
-    lowered = lower_forward(fx.GraphModule(torch.nn.Module(), g), lambda op: True, {})
-    targets = [n.target for n in lowered.graph.nodes if n.op == "call_function"]
-    assert ops.copy_into in targets and aten.copy_.default not in targets, targets
-    assert lowered.graph.output_node().args[0][0].name == "slot"
-
-    g = fx.Graph()
-    dst, src = g.placeholder("dst"), g.placeholder("src")
-    g.call_function(ops.copy_into, (dst, src))
-    g.output((g.call_function(aten.mul.Tensor, (src, 2)),))
-    dst_value, src_value = torch.tensor(0), torch.tensor(5)
-    out = inductor_compile(fx.GraphModule(torch.nn.Module(), g), [dst_value, src_value],
-                           static_input_idxs=[])([dst_value, src_value])
-    assert dst_value.item() == 5 and out[0].item() == 10
+    dtype = torch.bfloat16 if op is CUDNN else torch.float32
+    with FakeTensorMode():
+        q_val = torch.empty(2, 4, 16, 8, device="cuda", dtype=dtype)
+        out_val, seed_val = torch.empty(2, 4, 16, 8, device="cuda", dtype=dtype), torch.empty(
+            (), dtype=torch.int64, device="cuda")
+    fw = fx.Graph()
+    q = fw.placeholder("q")
+    q.meta["val"] = q_val
+    call = fw.call_function(op, (q, q, q, None, True, dropout))
+    out = fw.call_function(operator.getitem, (call, 0))
+    seed = fw.call_function(operator.getitem, (call, 6 if op is CUDNN else 2))
+    out.meta["val"], seed.meta["val"] = out_val, seed_val
+    fw.output((out, seed))
+    bw = fx.Graph()
+    bw.placeholder("seed").meta["val"] = seed_val
+    bw.placeholder("tangent").meta["val"] = out_val
+    bw.output((None,))
+    gms = [fx.GraphModule(torch.nn.Module(), g) for g in (fw, bw)]
+    if not refused:
+        assert len(collect_saved(*gms, 1, []).tensors) == 1
+        return
+    with pytest.raises(PassError, match="set dropout_p to 0, or run SDPA's flash or cuDNN") as e:
+        collect_saved(*gms, 1, [])
+    assert e.value.node == seed.name

@@ -205,9 +205,8 @@ def test_zoo_on_cuda_under_cuda_graphs(family, dtype):
             assert (x is None) == (y is None), f"{what} {i}"
             if x is not None:
                 torch.testing.assert_close(x, y, **tol, msg=f"{what} {i}")
-    # Under FXSLOTS_KERNELS=inductor attention keeps PyTorch's kernel and its copy (Inductor
-    # cannot lower fxslots' attention ops): the floors are ATen's (run 38b: Llama f32 0.9105).
-    floor = CUDA_FLOORS.get((family, dtype), 0.0) if Options().kernels == "aten" else 0.0
+    floors = CUDA_FLOORS if Options().kernels == "aten" else CUDA_FLOORS_INDUCTOR
+    floor = floors.get((family, dtype), 0.0)
     assert ours.copy_free_fraction >= floor, ours.copy_free_fraction
 
 
@@ -222,6 +221,10 @@ CUDA_FLOORS = {("conv", torch.float32): 0.99, ("bert", torch.float32): 0.99,
                ("llama", torch.float32): 0.99, ("t5", torch.float32): 0.99,
                ("mixtral", torch.float32): 0.99, ("llama", torch.bfloat16): 0.99,
                ("t5", torch.bfloat16): 0.99, ("mixtral", torch.bfloat16): 0.99}
+# Under kernels="inductor" attention keeps PyTorch's kernel and its copy (H200 run 38b: conv
+# 0.9990, BERT 1.0000, Llama f32 0.9105; the rest did not run within the time limit).
+CUDA_FLOORS_INDUCTOR = {("conv", torch.float32): 0.99, ("bert", torch.float32): 0.99,
+                        ("llama", torch.float32): 0.90}
 
 
 @pytest.mark.cuda

@@ -20,6 +20,7 @@ from ..errors import PassError
 from ..geometry import same_value
 from ..out_variants import OWN_KERNELS
 from ..routes import copy_source, find_route
+from ..seeds import host_read_seed
 from ..schemas import RNG_STATE, Root, SavedSet, SavedTensor, Source, StorageGroup, expr
 
 
@@ -40,6 +41,7 @@ def collect_saved(
             passthrough.append((node.name, RNG_STATE if _tensor_val(node) is not None
                                 else "not a tensor"))
         else:
+            _refuse_host_seed(node)
             tensors.append((out_i, node, bw_i))
     keys: dict[Any, int] = {}
     for _, n, _ in tensors:
@@ -53,6 +55,13 @@ def collect_saved(
     if kernels == "inductor":
         groups = [_without_own_kernel(g) for g in groups]
     return SavedSet(tuple(saved), tuple(groups), ranges, tuple(passthrough), guards)
+
+
+def _refuse_host_seed(node: fx.Node) -> None:
+    op = node.args[0] if node.target is operator.getitem else None
+    why = isinstance(op, fx.Node) and host_read_seed(op.target, node.args[1], op.args, op.kwargs)
+    if why:
+        raise PassError(node.name, why)
 
 
 def _groups(fw, saved: list[SavedTensor], keys: dict[Any, int], static_input_indices,

@@ -28,7 +28,7 @@ import operator
 import torch
 import torch.fx as fx
 
-from .. import _torch, ops, seeds, streams
+from .. import _torch, ops, streams
 from ..schemas import SlotView
 from ..schemas import SLOT_META, expr
 from .expand import EXPANDED_FROM
@@ -64,10 +64,7 @@ def lower_forward(fw: fx.GraphModule, extern: Callable[[Any], bool],
             else:
                 _to_copy(graph, node, slot, functional)
         elif node.target is aten.copy_.default and _slot_view(node.args[0]) is not None:
-            if _copies_a_seed(node):
-                _to_copy_into(graph, node)
-            else:
-                _read_from_slot(node)
+            _read_from_slot(node)
     lower_streams(gm)
     return gm
 
@@ -167,22 +164,6 @@ def _read_from_slot(copy: fx.Node) -> None:
         n = n.next
     value.replace_all_uses_with(copy, delete_user_cb=lambda user: (
         user is not copy and user.op != "output" and user not in before))
-
-
-def _copies_a_seed(copy: fx.Node) -> bool:
-    src = copy.args[1]
-    op = src.args[0] if isinstance(src, fx.Node) and src.target is operator.getitem else None
-    return isinstance(op, fx.Node) and seeds.is_seed(op.target, src.args[1])
-
-
-def _to_copy_into(graph: fx.Graph, copy: fx.Node) -> None:
-    """An SDPA dropout seed into its slot through ATen's copy_ (``fxslots::copy_into``), which
-    takes the host tensor PyTorch's kernel may hand out; readers read the slot."""
-    slot, value = copy.args[0], copy.args[1]
-    with graph.inserting_before(copy):
-        graph.call_function(ops.copy_into, (slot, value))
-    copy.replace_all_uses_with(slot)
-    graph.erase_node(copy)
 
 
 def _layout(t: torch.Tensor) -> tuple:

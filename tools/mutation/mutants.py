@@ -1008,12 +1008,12 @@ MUTANTS: tuple[Mutant, ...] = (
            "the seed's zeros are written by an op Inductor lowers (zero_ made it refuse the whole "
            "forward)", "cpu",
            ("tests/test_attention.py::test_a_zeroed_seed_compiles_under_inductor",)),
-    Mutant("seed-copied-by-inductor", "fxslots/passes/lower.py",
-           "            if _copies_a_seed(node):",
-           "            if False:",
-           "under Inductor an SDPA seed with dropout is copied by ATen's copy_ (fxslots::copy_into),"
-           " which takes the host tensor PyTorch's kernel hands out outside a capture", "cpu",
-           ("tests/test_attention.py::test_under_inductor_a_seed_with_dropout_is_copied_by_aten",)),
+    Mutant("host-seed-slotted", "fxslots/passes/collect.py",
+           "            _refuse_host_seed(node)\n",
+           "",
+           "efficient attention with dropout runs without slots: its backward reads the seed on "
+           "the host outside a CUDA graph and from the device inside one", "cpu",
+           ("tests/test_attention.py::test_efficient_attention_with_dropout_runs_without_slots",)),
     Mutant("prepare-holds-each-group-once", "fxslots/prepare.py",
            "            for first in (0, 0) if len(group) == 1 else range(len(group)):",
            "            for first in (0,) if len(group) == 1 else range(len(group)):",
