@@ -568,3 +568,40 @@ def test_efficient_attention_with_dropout_runs_without_slots(op, dropout, refuse
     with pytest.raises(PassError, match="set dropout_p to 0, or run SDPA's flash or cuDNN") as e:
         collect_saved(*gms, 1, [])
     assert e.value.node == seed.name
+
+
+class _DropoutAttention(torch.nn.Module):
+    def __init__(self, hidden=64, heads=4):
+        super().__init__()
+        self.qkv, self.heads = torch.nn.Linear(hidden, 3 * hidden), heads
+
+    def forward(self, x):
+        b, s, h = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, self.heads, h // self.heads).permute(2, 0, 3, 1, 4)
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=0.1)
+        return y.transpose(1, 2).reshape(b, s, h)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_efficient_attention_with_dropout_trains_without_slots_on_cuda():
+    """fp32 SDPA with dropout on the efficient kernel: the graph runs without slots (its
+    backward reads the seed on the host outside a CUDA graph), with one warning that says why,
+    and training goes on: two steps, finite gradients that change from step to step."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    import fxslots
+
+    torch.manual_seed(0)
+    model = _DropoutAttention().cuda()
+    f = torch.compile(model, backend="fxslots", dynamic=False)
+    x = torch.randn(2, 48, 64, device="cuda")
+    grads = []
+    with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION), pytest.warns(
+            UserWarning, match="dropout_p to 0, or run SDPA's flash or cuDNN backend"):
+        for _ in range(2):
+            model.zero_grad(set_to_none=True)
+            f(x).square().mean().backward()
+            grads.append(model.qkv.weight.grad.clone())
+    assert fxslots.counters["fallbacks"] == 1
+    assert all(torch.isfinite(g).all() for g in grads) and not torch.equal(*grads)
