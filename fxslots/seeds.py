@@ -8,13 +8,15 @@ failed). So without dropout their slots are zeroed, not copied into (``passes/re
 
 With dropout the efficient kernel's backward reads the seed on the host outside a capture (the
 warm-up, and every uncaptured run) and from device memory inside one: no slot, host or device,
-serves both, so such a graph runs without slots (``passes/collect.py``). Flash's and cuDNN's
-seeds are device tensors either way, and are copied.
+serves both, so such a graph runs without slots (``passes/collect.py``). Flash's (on CUDA) and
+cuDNN's seeds are device tensors either way, and are copied.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+import torch
 
 from . import _torch
 
@@ -27,6 +29,10 @@ _SEEDS = {"aten::_scaled_dot_product_efficient_attention": ((2, 3), 5),
           "aten::_flash_attention_forward": ((2, 3), 7)}
 _READ_ON_HOST = ("aten::_scaled_dot_product_efficient_attention",
                  "aten::_efficient_attention_forward")
+# Flash keeps its RNG state on the device on CUDA; on ROCm it keeps the old host seed (torch's
+# meta registration of flash, "BC breaking change to flash seed/offset").
+if torch.version.hip:
+    _READ_ON_HOST += ("aten::_scaled_dot_product_flash_attention", "aten::_flash_attention_forward")
 
 
 def unread_seed(op: Any, index: int, args: tuple, kwargs: dict) -> bool:
