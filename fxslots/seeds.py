@@ -14,9 +14,10 @@ cuDNN's seeds are device tensors either way, and are copied.
 
 from __future__ import annotations
 
-from typing import Any
+import operator
 
 import torch
+import torch.fx as fx
 
 from . import _torch
 
@@ -35,27 +36,35 @@ if torch.version.hip:
     _READ_ON_HOST += ("aten::_scaled_dot_product_flash_attention", "aten::_flash_attention_forward")
 
 
-def unread_seed(op: Any, index: int, args: tuple, kwargs: dict) -> bool:
-    """Whether output ``index`` of ``op(*args, **kwargs)`` is a dropout seed or offset of an
-    SDPA call without dropout: its slot is zeroed instead of copied into."""
-    seeds, at = _SEEDS.get(_name(op), ((), 0))
+def unread_seed(node: fx.Node) -> bool:
+    """Whether ``node`` is a dropout seed or offset of an SDPA call without dropout: its slot
+    is zeroed instead of copied into."""
+    call = _call(node)
+    if call is None:
+        return False
+    seeds, at = _SEEDS.get(call[0], ((), 0))
+    args, kwargs = call[2], call[3]
     dropout = args[at] if len(args) > at else kwargs.get("dropout_p", 0.0)
-    return index in seeds and isinstance(dropout, (int, float)) and dropout == 0
+    return call[1] in seeds and isinstance(dropout, (int, float)) and dropout == 0
 
 
-def host_read_seed(op: Any, index: int, args: tuple, kwargs: dict) -> str | None:
-    """Why output ``index`` of ``op(*args, **kwargs)`` cannot live in a slot (a seed the
-    efficient kernel's backward reads on the host, with dropout), or None."""
-    name = _name(op)
-    if name not in _READ_ON_HOST or index not in _SEEDS[name][0]:
+def host_read_seed(node: fx.Node) -> str | None:
+    """Why ``node`` cannot live in a slot (a seed the efficient kernel's backward reads on the
+    host, with dropout), or None."""
+    call = _call(node)
+    if call is None or call[0] not in _READ_ON_HOST or call[1] not in _SEEDS[call[0]][0]:
         return None
-    if unread_seed(op, index, args, kwargs):
+    if unread_seed(node):
         return None
-    return (f"{name} with dropout: its backward reads the dropout seed on the host outside a "
+    return (f"{call[0]} with dropout: its backward reads the dropout seed on the host outside a "
             f"CUDA graph and from device memory inside one, so no slot can hold it; set "
             f"dropout_p to 0, or run SDPA's flash or cuDNN backend (torch.nn.attention."
             f"sdpa_kernel), to run this graph in slots")
 
 
-def _name(op: Any) -> str:
-    return op.name() if isinstance(op, _torch.OpOverload) else ""
+def _call(node: fx.Node) -> tuple[str, int, tuple, dict] | None:
+    """(op name, output index, args, kwargs) of the op call whose output ``node`` picks."""
+    op = node.args[0] if node.target is operator.getitem else None
+    if not (isinstance(op, fx.Node) and isinstance(op.target, _torch.OpOverload)):
+        return None
+    return op.target.name(), node.args[1], op.args, op.kwargs

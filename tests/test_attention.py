@@ -519,7 +519,7 @@ def test_a_zeroed_seed_compiles_under_inductor(monkeypatch):
     pair = g.call_function(torch.ops.aten.sort.default, (x,))  # stands in for SDPA on CPU
     item = g.call_function(operator.getitem, (pair, 0))
     g.output((g.call_function(aten.mul.Tensor, (item, 2)),))
-    monkeypatch.setattr(rewrite, "_unread_seed", lambda src: src is item)
+    monkeypatch.setattr(rewrite, "unread_seed", lambda src: src is item)
     rewrite._insert_copy(g, item, slot, (), SimpleNamespace(write=Write.COPY, offset=0,
                                                             nbytes=8, group=0))
     gm = fx.GraphModule(torch.nn.Module(), g)

@@ -41,7 +41,8 @@ def collect_saved(
             passthrough.append((node.name, RNG_STATE if _tensor_val(node) is not None
                                 else "not a tensor"))
         else:
-            _refuse_host_seed(node)
+            if (why := host_read_seed(node)) is not None:
+                raise PassError(node.name, why)
             tensors.append((out_i, node, bw_i))
     keys: dict[Any, int] = {}
     for _, n, _ in tensors:
@@ -55,13 +56,6 @@ def collect_saved(
     if kernels == "inductor":
         groups = [_without_own_kernel(g) for g in groups]
     return SavedSet(tuple(saved), tuple(groups), ranges, tuple(passthrough), guards)
-
-
-def _refuse_host_seed(node: fx.Node) -> None:
-    op = node.args[0] if node.target is operator.getitem else None
-    why = isinstance(op, fx.Node) and host_read_seed(op.target, node.args[1], op.args, op.kwargs)
-    if why:
-        raise PassError(node.name, why)
 
 
 def _groups(fw, saved: list[SavedTensor], keys: dict[Any, int], static_input_indices,

@@ -145,7 +145,7 @@ def _insert_copy(graph: fx.Graph, src: fx.Node, dst: fx.Node, stride, p) -> fx.N
             if st == 0:
                 s = graph.call_function(aten.slice.Tensor, (s, dim, 0, 1))
                 d = graph.call_function(aten.slice.Tensor, (d, dim, 0, 1))
-        if _unread_seed(src):
+        if unread_seed(src):
             # A dropout seed the backward never reads: zeros, not a copy of what may be an
             # empty host tensor (PyTorch's efficient attention without dropout). fill_, not
             # zero_: Inductor lowers fill_ and refuses zero_ (both a fallback and a decomp).
@@ -165,11 +165,6 @@ def _insert_copy(graph: fx.Graph, src: fx.Node, dst: fx.Node, stride, p) -> fx.N
     copy.meta[SLOT_META] = _note(p)
     # The slot view itself carries the full (expanded) layout the backward expects.
     return copy if d is dst and p.write is not Write.OFFLOAD else dst
-
-
-def _unread_seed(src: fx.Node) -> bool:
-    op = src.args[0] if src.target is operator.getitem else None
-    return isinstance(op, fx.Node) and unread_seed(op.target, src.args[1], op.args, op.kwargs)
 
 
 def _memory_order(node: fx.Node) -> list[int]:

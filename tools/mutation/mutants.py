@@ -995,7 +995,7 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/test_attention.py::"
             "test_attention_with_symbolic_sizes_routes_without_hashing_or_guarding",)),
     Mutant("seed-copied-without-dropout", "fxslots/passes/rewrite.py",
-           "        if _unread_seed(src):",
+           "        if unread_seed(src):",
            "        if False:",
            "SDPA's dropout seed and offset are zeroed in their slot without dropout, not copied "
            "(PyTorch's efficient kernel hands them out on the host: Inductor's copy kernel could "
@@ -1009,8 +1009,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "forward)", "cpu",
            ("tests/test_attention.py::test_a_zeroed_seed_compiles_under_inductor",)),
     Mutant("host-seed-slotted", "fxslots/passes/collect.py",
-           "            _refuse_host_seed(node)\n",
-           "",
+           "            if (why := host_read_seed(node)) is not None:",
+           "            if False:",
            "efficient attention with dropout runs without slots: its backward reads the seed on "
            "the host outside a CUDA graph and from the device inside one", "cpu",
            ("tests/test_attention.py::test_efficient_attention_with_dropout_runs_without_slots",)),
