@@ -388,12 +388,14 @@ def test_a_lasting_buffer_never_keeps_a_free_segment_reserved():
 def test_fused_accumulation_under_real_graphs_stays_within_rounding_of_eager():
     """grad_accumulation="fused" on the GPU: captured backwards add each weight gradient into
     .grad with cuBLAS's beta=1 GEMM; over steps of three accumulated microbatches the sums stay
-    within float32 rounding of eager's (one rounding of each sum instead of two)."""
+    within float32 rounding of eager's (one rounding of each sum instead of two). ATen kernels
+    whatever FXSLOTS_KERNELS says: under Inductor "fused" adds as "graph" does (README)."""
     torch.manual_seed(0)
     m = torch.nn.Sequential(torch.nn.Linear(256, 256, bias=False), torch.nn.GELU(),
                             torch.nn.Linear(256, 512)).cuda()
     e = copy.deepcopy(m)
-    c = torch.compile(m, backend="fxslots", options={"slots": 1, "grad_accumulation": "fused"})
+    c = torch.compile(m, backend="fxslots", options={"slots": 1, "grad_accumulation": "fused",
+                                                       "kernels": "aten"})
     g = torch.Generator(device="cuda").manual_seed(1)
     for _ in range(5):
         for _ in range(3):

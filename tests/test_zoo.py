@@ -186,7 +186,11 @@ def test_zoo_on_cuda_under_cuda_graphs(family, dtype):
     four microbatches in flight, against aot_eager on the same device: outputs, gradients and
     buffers within fp32 noise (dropout off: a captured graph draws its random numbers at each
     replay, not in eager's order). The conv net's convolutions go through cuDNN's out= kernel,
-    BERT's LayerNorms are recomputed: all their saved bytes are written copy-free."""
+    BERT's LayerNorms are recomputed: all their saved bytes are written copy-free. Under
+    FXSLOTS_KERNELS=inductor the reference is torch.compile's default (Inductor's kernels
+    too): in bf16 Inductor rounds fused intermediates otherwise than eager; T5's outputs differ
+    from aot_eager's by more than 2e-2, Inductor's being the nearer fp32 (H200 run 39b; on CPU
+    0.043, fxslots' equal to torch.compile's, benchmarks/results/h200-run39/t5_bf16.py)."""
     model = zoo.build(family, dropout=0.0).cuda().to(dtype)
     tol = dict(rtol=1e-5, atol=1e-6) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
     xs = [x.cuda() for x in zoo.inputs(family)] * 2  # the second pass replays what the first
@@ -195,7 +199,8 @@ def test_zoo_on_cuda_under_cuda_graphs(family, dtype):
     slots = 4 * (16 if family == "mixtral" else 1)
     ours = zoo.train(model, "fxslots", xs, dynamic=False, options={"slots": slots})
     captures = fxslots.counters["captures"]
-    ref = zoo.train(model, "aot_eager", xs, dynamic=False)
+    inductor = Options().kernels == "inductor"
+    ref = zoo.train(model, "inductor" if inductor else "aot_eager", xs, dynamic=False)
     print(f"{family} {dtype} on cuda: {ours.copy_free_fraction:.4f} copy-free of {ours.saved_bytes} "
           f"saved bytes, {captures} captures")
     assert ours.fallbacks == [] and captures > 0 and ours.inductor_fallbacks == 0
@@ -204,8 +209,9 @@ def test_zoo_on_cuda_under_cuda_graphs(family, dtype):
         for i, (x, y) in enumerate(zip(a, b, strict=True)):
             assert (x is None) == (y is None), f"{what} {i}"
             if x is not None:
-                torch.testing.assert_close(x, y, **tol, msg=f"{what} {i}")
-    floors = CUDA_FLOORS if Options().kernels == "aten" else CUDA_FLOORS_INDUCTOR
+                torch.testing.assert_close(x, y, **tol,
+                                           msg=lambda m, w=what, j=i: f"{w} {j}: {m}")
+    floors = CUDA_FLOORS_INDUCTOR if inductor else CUDA_FLOORS
     floor = floors.get((family, dtype), 0.0)
     assert ours.copy_free_fraction >= floor, ours.copy_free_fraction
 

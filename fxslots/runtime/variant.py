@@ -178,7 +178,10 @@ class Variant:
             slot = self.ring.find(args[self.saved_arg_index])
         try:
             out = self.executor.backward(self, slot, args, self._grad_buffers(slot))
-            if self.deliver is not None and self.region.ring.options.grads_in_arena:
+            # Only a backward that can put gradients in its arena learns the loop: the key of
+            # an accumulating one then names where .grad is (prepare captures both ways).
+            # Inductor's backwards cannot; keyed by it anyway they captured again in training.
+            if self.deliver is not None and self.deliver.overlay is not None:
                 self.region.watch_grads(out[self.deliver.outputs[0]])
             return out
         finally:

@@ -1014,6 +1014,13 @@ MUTANTS: tuple[Mutant, ...] = (
            "efficient attention with dropout runs without slots: its backward reads the seed on "
            "the host outside a CUDA graph and from the device inside one", "cpu",
            ("tests/test_attention.py::test_efficient_attention_with_dropout_runs_without_slots",)),
+    Mutant("grads-watched-without-overlay", "fxslots/runtime/variant.py",
+           "            if self.deliver is not None and self.deliver.overlay is not None:",
+           "            if self.deliver is not None:",
+           "only a backward that can put gradients in its arena keys its accumulating twin by "
+           "where .grad is (under Inductor prepare(in_flight=True) left three to training)",
+           "cpu", ("tests/test_prepare.py::"
+                   "test_prepare_in_flight_sizes_each_slot_for_its_own_microbatch[inductor]",)),
     Mutant("prepare-holds-each-group-once", "fxslots/prepare.py",
            "            for first in (0, 0) if len(group) == 1 else range(len(group)):",
            "            for first in (0,) if len(group) == 1 else range(len(group)):",
