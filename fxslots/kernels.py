@@ -25,7 +25,8 @@ from . import _torch, state
 from .errors import UnsupportedGraphError, gist
 from .options import Options
 from .passes.audit import audit_forward
-from .passes.lower import copy_graph, lower_forward, lower_streams
+from .passes.lower import copy_graph, lower_forward
+from .passes.lower_streams import lower_streams
 from .passes.observe import observe
 from .printing import format_graph
 from .schemas import ArenaPlan, SlotView

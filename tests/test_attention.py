@@ -398,41 +398,6 @@ def test_the_cudnn_variant_returns_its_outputs_where_the_op_returns_them():
     assert out_returns(aten.native_layer_norm.out) == [0, 1, 2]
 
 
-def test_under_inductor_attention_keeps_pytorch_kernel_and_its_copy():
-    """Inductor cannot lower fxslots' attention ops (H200 run 37f: the whole forward then ran
-    uncompiled), so with kernels="inductor" a group routed through them is copied instead, and
-    the plan says why; every other route stays."""
-    from fxslots.passes.collect import _without_own_kernel
-    from fxslots.passes.plan import plan_arena
-    from fxslots.schemas import SavedSet
-    from tests.test_plan import group, root, tensor
-
-    a, b = tensor("a", [4, 8], group=0), tensor("b", [4, 8], group=1)
-    groups = (group(0, [a], root=root("a", [4, 8], out="fxslots::efficient_attention.out")),
-              group(1, [b], root=root("b", [4, 8])))
-    kept = [_without_own_kernel(g) for g in groups]
-    assert kept[1] is groups[1] and kept[0].root.out_overload is None
-    assert "Inductor cannot lower" in kept[0].root.why_not_out
-    plan = plan_arena(SavedSet((a, b), tuple(kept)))
-    assert [p.write.name for p in plan.placements] == ["COPY", "OUT"], plan.placements
-    assert "Inductor cannot lower" in plan.placements[0].reason
-
-
-def test_the_backend_tells_collect_which_kernels_run(monkeypatch):
-    """The compile passes options.kernels to collect_saved, which is what keeps fxslots'
-    attention ops out of a graph Inductor compiles."""
-    import fxslots
-    from fxslots import backend
-
-    seen = []
-    real = backend.collect_saved
-    monkeypatch.setattr(backend, "collect_saved",
-                        lambda *a, **k: seen.append(a[4] if len(a) > 4 else k) or real(*a, **k))
-    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU(), torch.nn.Linear(8, 1))
-    fxslots.explain(model, torch.randn(4, 8), kernels="inductor")
-    assert seen == ["inductor"], seen
-
-
 def test_where_the_kernel_cannot_run_attention_runs_pytorch_kernel_and_a_copy(monkeypatch):
     """A Triton that cannot build the kernel (another version, another device) must not stop
     training once the graph calls fxslots' op: the op's own kernel runs instead and its output

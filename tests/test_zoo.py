@@ -227,10 +227,14 @@ CUDA_FLOORS = {("conv", torch.float32): 0.99, ("bert", torch.float32): 0.99,
                ("llama", torch.float32): 0.99, ("t5", torch.float32): 0.99,
                ("mixtral", torch.float32): 0.99, ("llama", torch.bfloat16): 0.99,
                ("t5", torch.bfloat16): 0.99, ("mixtral", torch.bfloat16): 0.99}
-# Under kernels="inductor" attention keeps PyTorch's kernel and its copy (H200 run 38b: conv
-# 0.9990, BERT 1.0000, Llama f32 0.9105; the rest did not run within the time limit).
+# Under kernels="inductor", H200 run 39b, when attention still kept PyTorch's kernel and its
+# copy there (conv 0.9990, BERT 1.0000, Llama 0.9109 / 0.9201 bf16, T5 0.9393 / 0.9716,
+# Mixtral 0.6999 / 0.9305). fxslots' attention now reaches Inductor as one call that writes
+# its slots (passes/lower.py); its figures under Inductor are for the next GPU run.
 CUDA_FLOORS_INDUCTOR = {("conv", torch.float32): 0.99, ("bert", torch.float32): 0.99,
-                        ("llama", torch.float32): 0.90}
+                        ("llama", torch.float32): 0.90, ("t5", torch.float32): 0.93,
+                        ("mixtral", torch.float32): 0.69, ("llama", torch.bfloat16): 0.91,
+                        ("t5", torch.bfloat16): 0.96, ("mixtral", torch.bfloat16): 0.92}
 
 
 @pytest.mark.cuda

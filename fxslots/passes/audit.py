@@ -79,7 +79,8 @@ def slot_writes(code: str, inputs: set[str], slots: set[str]) -> dict[str, list[
         elif "torch.ops.fxslots." in line and "_into." in line:
             for a in _args(line[line.index("(") + 1:line.rindex(")")]):
                 name = _base(a.split("=")[-1])
-                if a.strip().startswith("out=") and name in inputs:
+                # out=, or out0=, out1=... of an op writing several (fxslots' attention)
+                if re.match(r"\s*out\d*=", a) and name in inputs:
                     op = line.strip().split("(")[0].replace("torch.ops.", "")
                     out.setdefault(name, []).append(f"in place: {op} writes it")
         elif ".copy_(" in line:

@@ -18,7 +18,6 @@ import torch.fx as fx
 from .. import _torch
 from ..errors import PassError
 from ..geometry import same_value
-from ..out_variants import OWN_KERNELS
 from ..routes import copy_source, find_route
 from ..seeds import host_read_seed
 from ..schemas import RNG_STATE, Root, SavedSet, SavedTensor, Source, StorageGroup, expr
@@ -29,11 +28,9 @@ def collect_saved(
     bw: fx.GraphModule,
     num_fwd_outputs: int,
     static_input_indices: Sequence[int],
-    kernels: str = "aten",
 ) -> SavedSet:
     """The saved tensors of ``fw`` (outputs past the first ``num_fwd_outputs`` that ``bw`` reads),
-    grouped by the storage they view. RNG states and symbolic ints pass through untouched.
-    Under ``kernels="inductor"`` no group takes fxslots' own attention kernel (below)."""
+    grouped by the storage they view. RNG states and symbolic ints pass through untouched."""
     outputs = _outputs(fw)
     tensors, passthrough = [], []
     for out_i, node, bw_i in match_backward(outputs, bw, num_fwd_outputs):
@@ -53,8 +50,6 @@ def collect_saved(
     user_visible = {_torch.storage_key(v) for n in outputs[:num_fwd_outputs]
                     if (v := _tensor_val(n)) is not None}
     groups = _groups(fw, saved, keys, static_input_indices, user_visible, ranges)
-    if kernels == "inductor":
-        groups = [_without_own_kernel(g) for g in groups]
     return SavedSet(tuple(saved), tuple(groups), ranges, tuple(passthrough), guards)
 
 
@@ -73,20 +68,6 @@ def _groups(fw, saved: list[SavedTensor], keys: dict[Any, int], static_input_ind
         groups.append(_group(gid, [t for t in saved if t.group == gid], source, root,
                              key in user_visible))
     return groups
-
-
-def _without_own_kernel(g: StorageGroup) -> StorageGroup:
-    """Inductor cannot lower a call of fxslots' attention ops (a custom op returning several
-    tensors it writes into out=: "Can't generate FallbackKernel", H200 run 37f), and the whole
-    forward would then run uncompiled; so under Inductor attention keeps PyTorch's kernel and
-    its one copy, in Inductor's graph."""
-    if g.root is None or g.root.out_overload not in OWN_KERNELS:
-        return g
-    why = (f"{g.root.out_overload} is fxslots' own kernel, which Inductor cannot lower "
-           f"(kernels=\"inductor\")")
-    return dataclasses.replace(g, root=dataclasses.replace(
-        g.root, out_overload=None, why_not_out=why, via=None,
-        remedy="kernels=\"aten\", where fxslots' attention kernel writes it in place"))
 
 
 def match_backward(outputs: list[Any], bw: fx.GraphModule, num_fwd_outputs: int):

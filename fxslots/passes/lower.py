@@ -10,9 +10,8 @@ prints and what runs if Inductor fails):
 - any other op (Inductor generates its kernel) goes back to its functional form, followed by
   ``copy_(slot, value)``, and its readers read the ``copy_``: the value then has that one user,
   so Inductor computes it inside the kernel that stores it into the slot, and stores it once;
-- side-stream copies (offload: ``streams.offload``/``offload_wait`` in the forward,
-  ``streams.reload``/``reload_wait`` in the backward) become ``fxslots::offload_start``/
-  ``offload_join`` and ``fxslots::reload``/``reload_join`` (``lower_streams``, for every graph);
+- side-stream copies become operators Inductor keeps (``passes/lower_streams.py``, for every
+  graph);
 - device copies the plan chose stay ``copy_``.
 
 Which slot writes Inductor's kernels really make in place is read from its generated code
@@ -28,10 +27,12 @@ import operator
 import torch
 import torch.fx as fx
 
-from .. import _torch, ops, streams
+from .. import _torch, ops
 from ..schemas import SlotView
 from ..schemas import SLOT_META, expr
+from ..routes import out_arguments, out_returns
 from .expand import EXPANDED_FROM
+from .lower_streams import lower_streams
 
 aten = torch.ops.aten
 
@@ -53,7 +54,9 @@ def lower_forward(fw: fx.GraphModule, extern: Callable[[Any], bool],
         if node.op != "call_function":
             continue
         slot = node.kwargs.get("out")
-        if _slot_view(slot) is None and (base := _viewed_slot(slot)) is not None:
+        if _writes_several(node):
+            _to_into_several(graph, node)
+        elif _slot_view(slot) is None and (base := _viewed_slot(slot)) is not None:
             _unexpand(graph, node, slot, base)
         elif _slot_view(slot) is not None:
             functional = functional_of(node.target)
@@ -67,23 +70,6 @@ def lower_forward(fw: fx.GraphModule, extern: Callable[[Any], bool],
             _read_from_slot(node)
     lower_streams(gm)
     return gm
-
-
-def lower_streams(gm: fx.GraphModule) -> int:
-    """Replace ``fxslots.streams``' functions in ``gm`` by operators Inductor keeps (in place);
-    returns how many side-stream copies were replaced."""
-    graph = gm.graph
-    n = 0
-    for node in list(graph.nodes):
-        if node.target is streams.offload:
-            _offload(graph, node)
-            n += 1
-        elif node.target is streams.reload:
-            _reload(graph, node)
-            n += 1
-    graph.lint()
-    gm.recompile()
-    return n
 
 
 def functional_of(out_overload: Any) -> Any:
@@ -179,6 +165,71 @@ def _to_into(graph: fx.Graph, node: fx.Node, slot: fx.Node) -> None:
     graph.erase_node(node)
 
 
+def _writes_several(node: fx.Node) -> bool:
+    """A custom op's out overload with several out= arguments, some of them slots (fxslots'
+    attention forward: output, logsumexp, seed and offset). ATen's (``topk.values``, ``sort``
+    in Mixtral's router) Inductor takes as they are; as one call it could not see the output
+    ``sort`` resizes, and Mixtral's gradients were wrong."""
+    if not isinstance(node.target, _torch.OpOverload) or node.target.namespace == "aten":
+        return False
+    names = out_arguments(node.target)
+    return len(names) > 1 and any(_slot_view(node.kwargs.get(n)) is not None for n in names)
+
+
+def _to_into_several(graph: fx.Graph, node: fx.Node) -> None:
+    """``fxslots::<op>_into`` writes every out= argument (slots, and scratch for the outputs
+    nobody saves) and returns nothing, which Inductor calls as it is: returning them, the op
+    was one it could not lower ("Can't generate FallbackKernel", H200 run 37f). Each value
+    the op returned is then read where it was written; a size it returned, from the input of
+    that size."""
+    op = node.target
+    written = {k: node.kwargs[name] for name, k in
+               zip(out_arguments(op), out_returns(op), strict=True)}
+    with graph.inserting_before(node):
+        call = graph.call_function(ops.into_op(op), node.args, dict(node.kwargs))
+    call.meta[SLOT_META] = node.meta.get(SLOT_META)
+    for item in list(node.users):
+        if item.target is not operator.getitem:
+            raise NotLowerable(f"{item.name} reads all of {node.name} ({op})")
+        k = item.args[1]
+        if k in written:
+            _check_read_as_written(node, item, written[k])
+            item.replace_all_uses_with(written[k])
+        else:
+            with graph.inserting_before(node):
+                value = _returned_size(graph, node, node.meta["val"][k])
+            for user in list(item.users):
+                user.replace_input_with(item, value)
+        graph.erase_node(item)
+    graph.erase_node(node)
+
+
+def _check_read_as_written(node: fx.Node, item: fx.Node, written: fx.Node) -> None:
+    """A value read where the op wrote it must have the layout Inductor sees there: a slot, or
+    scratch of the exact layout; scratch of symbolic size is an empty tensor the op resizes,
+    unseen by Inductor (``rewrite._scratch``)."""
+    if (item.users and _slot_view(written) is None
+            and written.target is not aten.empty_strided.default):
+        raise NotLowerable(f"{item.name} is output {item.args[1]} of {node.name} ({node.target}),"
+                           f" written into {written.name}, which the op resizes")
+
+
+def _returned_size(graph: fx.Graph, node: fx.Node, val: Any) -> Any:
+    """A value ``node`` returns beside its out= tensors: an int or None as it is; a symbolic
+    size (cuDNN attention's sequence lengths) as that size of the input that has it."""
+    if val is None or isinstance(val, int):
+        return val
+    want = expr(val) if isinstance(val, torch.SymInt) else None
+    for arg in node.all_input_nodes:
+        t = arg.meta.get("val")
+        for d, size in enumerate(t.shape if isinstance(t, torch.Tensor) else ()):
+            if want is not None and expr(size) == want:
+                size_node = graph.call_function(aten.sym_size.int, (arg, d))
+                size_node.meta["val"] = size
+                return size_node
+    raise NotLowerable(f"{node.name} ({node.target}) returns {val}, which no input's size is")
+
+
 def _to_copy(graph: fx.Graph, node: fx.Node, slot: fx.Node, functional: Any) -> None:
     node.target = functional
     node.kwargs = {k: v for k, v in node.kwargs.items() if k != "out"}
@@ -187,84 +238,3 @@ def _to_copy(graph: fx.Graph, node: fx.Node, slot: fx.Node, functional: Any) -> 
     copy.meta["val"] = slot.meta.get("val")
     copy.meta[SLOT_META] = node.meta.get(SLOT_META)
     node.replace_all_uses_with(copy, delete_user_cb=lambda user: user is not copy)
-
-
-def _offload(graph: fx.Graph, node: fx.Node) -> None:
-    """``offload(host, value)`` -> event, joined by ``offload_wait(value, event)``."""
-    host, value = node.args
-    with graph.inserting_before(node):
-        start = graph.call_function(ops.offload_start, (value, host))
-    start.meta[SLOT_META] = node.meta.get(SLOT_META)
-    for wait in list(node.users):
-        with graph.inserting_before(wait):
-            join = graph.call_function(ops.offload_join, (value, host))
-        join.meta[SLOT_META] = _own_join(wait)
-        graph.erase_node(wait)
-    graph.erase_node(node)
-
-
-def _reload(graph: fx.Graph, node: fx.Node) -> None:
-    """``reload(device, *members)`` -> handle; ``reload_wait(handle)`` -> members, read
-    through ``getitem``. Members that share bytes (a saved tensor and a view of it) become
-    ``as_strided`` views of one reloaded span, so that Inductor knows they alias; where their
-    geometry is symbolic, each is reloaded on its own (its bytes move once per member)."""
-    device, *members = node.args
-    vals = [m.meta.get("val") for m in members]
-    spans = _spans(vals) if len(members) > 1 else None
-    with graph.inserting_before(node):
-        if spans is not None:
-            gots = [graph.call_function(ops.reload_span, (list(members), device))]
-            views = [graph.call_function(aten.as_strided.default, (gots[0], *g)) for g in spans]
-            joins = [gots]
-        else:
-            gots = [graph.call_function(ops.reload, ([m], device)) for m in members]
-            views = [graph.call_function(operator.getitem, (g, 0)) for g in gots]
-            joins = [[v] for v in views]
-    for got in gots:
-        got.meta[SLOT_META] = node.meta.get(SLOT_META)
-    if all(_torch.is_fake(v) for v in vals):  # the device-side views, for Inductor's passes
-        _fake_reloads(gots, views, vals, spans, device)
-    for ready in list(node.users):
-        with graph.inserting_before(ready):
-            for joined in joins:
-                join = graph.call_function(ops.reload_join, (joined,))
-                join.meta[SLOT_META] = _own_join(ready)
-        for item in list(ready.users):
-            item.replace_all_uses_with(views[item.args[1]])
-            graph.erase_node(item)
-        graph.erase_node(ready)
-    graph.erase_node(node)
-
-
-def _own_join(wait: fx.Node) -> Any:
-    """A wait's note, for the join it becomes. Each copy is joined on its own here: a merged
-    join that does not wait is safe only right after the one that does, an order Inductor's
-    scheduler does not promise."""
-    if wait.kwargs.get("wait", True):
-        return wait.meta.get(SLOT_META)
-    return "the compute stream joins this copy itself (under Inductor every join waits)"
-
-
-def _spans(vals: list[Any]) -> list[tuple[list[int], list[int], int]] | None:
-    """Each member's size, stride and offset in the span its group reloads into; None where
-    any of them is symbolic (or a member has no fake value)."""
-    if not all(_torch.is_fake(v) for v in vals):
-        return None
-    geo = [(list(v.shape), list(v.stride()), v.storage_offset()) for v in vals]
-    if not all(isinstance(x, int) for size, stride, off in geo for x in (*size, *stride, off)):
-        return None
-    lo = min(off for *_, off in geo)
-    return [(size, stride, off - lo) for size, stride, off in geo]
-
-
-def _fake_reloads(gots: list[fx.Node], views: list[fx.Node], vals: list[Any],
-                  spans: list[Any] | None, device: Any) -> None:
-    with vals[0].fake_mode:
-        if spans is not None:
-            span = gots[0].meta["val"] = ops.reload_span(vals, device)
-            for view, g in zip(views, spans, strict=True):
-                view.meta["val"] = aten.as_strided.default(span, *g)
-            return
-        for got, view, val in zip(gots, views, vals, strict=True):
-            got.meta["val"] = ops.reload([val], device)
-            view.meta["val"] = got.meta["val"][0]

@@ -364,7 +364,7 @@ MUTANTS: tuple[Mutant, ...] = (
            "        raise",
            "a backward twin's pass failing on an unforeseen graph falls back with a warning",
            "cpu", ("tests/test_deliver.py::test_a_failing_delivery_pass_falls_back_with_a_warning",)),
-    Mutant("aliased-members-reloaded-apart", "fxslots/passes/lower.py",
+    Mutant("aliased-members-reloaded-apart", "fxslots/passes/lower_streams.py",
            "    spans = _spans(vals) if len(members) > 1 else None",
            "    spans = None",
            "members of one offloaded group that share bytes reach Inductor as views of one "
@@ -420,8 +420,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "is found", "cpu",
            ("tests/test_inductor.py::test_a_value_the_plan_copies_is_stored_from_its_kernel",)),
     Mutant("embedding-expansion-given-to-inductor", "fxslots/passes/lower.py",
-           "        if _slot_view(slot) is None and (base := _viewed_slot(slot)) is not None:",
-           "        if False:",
+           "        elif _slot_view(slot) is None and (base := _viewed_slot(slot)) is not None:",
+           "        elif False:",
            "an expansion whose out= is a view of the slot reaches Inductor as the op it "
            "expanded", "cpu",
            ("tests/test_inductor.py::test_matches_torch_compile_default_bitwise",)),
@@ -959,13 +959,14 @@ MUTANTS: tuple[Mutant, ...] = (
            "and 7, past its sequence lengths), not the return at its own position", "cpu",
            ("tests/test_attention.py::"
             "test_the_cudnn_variant_returns_its_outputs_where_the_op_returns_them",)),
-    Mutant("own-attention-kernel-under-inductor", "fxslots/passes/collect.py",
-           "    if g.root is None or g.root.out_overload not in OWN_KERNELS:",
-           "    if True:",
-           "under kernels=\"inductor\" attention keeps PyTorch's kernel and its copy (Inductor "
-           "cannot lower fxslots' attention ops)", "cpu",
-           ("tests/test_attention.py::"
-            "test_under_inductor_attention_keeps_pytorch_kernel_and_its_copy",)),
+    Mutant("several-outputs-left-to-inductor", "fxslots/passes/lower.py",
+           "        if _writes_several(node):",
+           "        if False:",
+           "under kernels=\"inductor\" an op writing several slots (fxslots' attention) is one "
+           "fxslots::<op>_into call that returns nothing, its values read where it wrote them",
+           "cpu", ("tests/test_inductor_several_outputs.py::"
+                   "test_an_op_writing_several_slots_is_one_call_inductor_compiles_and_the_audit_"
+                   "reads",)),
     Mutant("cudnn-attention-route-ignores-cost", "fxslots/attention.py",
            "MAX_FLOPS_CUDNN = {torch.float16: 16e6, torch.bfloat16: 16e6}",
            "MAX_FLOPS_CUDNN = {torch.float16: 16e12, torch.bfloat16: 16e12}",
@@ -973,12 +974,26 @@ MUTANTS: tuple[Mutant, ...] = (
            "there)", "cpu",
            ("tests/test_attention.py::"
             "test_cudnn_attention_routes_through_fxslots_kernel_in_half_types_while_small",)),
-    Mutant("collect-not-told-the-kernels", "fxslots/backend.py",
-           "                        static, self.options.kernels, summary=lambda s: (",
-           "                        static, summary=lambda s: (",
-           "the compile tells collect_saved which kernels run (under Inductor fxslots' attention "
-           "ops are not taken)", "cpu",
-           ("tests/test_attention.py::test_the_backend_tells_collect_which_kernels_run",)),
+    Mutant("aten-several-outputs-lowered", "fxslots/passes/lower.py",
+           "    if not isinstance(node.target, _torch.OpOverload) or node.target.namespace == \"aten\":",
+           "    if not isinstance(node.target, _torch.OpOverload):",
+           "ATen's ops writing several slots reach Inductor as they are (as one fxslots call it "
+           "could not see the output sort resizes: Mixtral's gradients were wrong)", "cpu",
+           ("tests/test_zoo.py::test_mixtral_with_inductor_kernels_writes_its_grouped_matmul_in_place",)),
+    Mutant("scratch-read-after-resize", "fxslots/passes/lower.py",
+           "    if (item.users and _slot_view(written) is None",
+           "    if (False and _slot_view(written) is None",
+           "an output read from scratch the op resizes is not lowered (Inductor would read it at "
+           "the size it saw)", "cpu",
+           ("tests/test_inductor_several_outputs.py::"
+            "test_an_output_read_from_scratch_the_op_resizes_is_not_lowered",)),
+    Mutant("returned-size-not-from-its-input", "fxslots/passes/lower.py",
+           "            if want is not None and expr(size) == want:",
+           "            if want is not None and expr(size) != want:",
+           "a size an op writing several slots returns (cuDNN attention's sequence lengths) is "
+           "read from the input that has it", "cpu",
+           ("tests/test_inductor_several_outputs.py::"
+            "test_a_size_the_op_returns_is_read_from_the_input_that_has_it",)),
     Mutant("attention-kernel-retried-after-failing", "fxslots/attention.py",
            "    if not _failed:",
            "    if True:",
