@@ -105,6 +105,8 @@ def _unsupported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: Any,
         return "whether it is causal is decided at run time"
     if q.device.type != "cuda" or _capability(q.device) < (8, 0):
         return "it is not on a CUDA device of compute capability 8.0 or above"
+    if torch.version.hip is not None:  # ROCm's logsumexp layout is not the one it writes
+        return "it runs on ROCm, whose kernels lay out logsumexp otherwise"
     if q.dtype not in DTYPES or not q.dtype == k.dtype == v.dtype:
         return f"its inputs are {q.dtype}, {k.dtype}, {v.dtype}"
     if not (_same(q.shape[0], k.shape[0], v.shape[0]) and _same(k.shape[2], v.shape[2])

@@ -135,7 +135,7 @@ class _Compiler:
         static = self.static_inputs = (self.static_inputs
                                        or _torch.tracing_static_input_indices())
         saved = observe("collect_saved", collect_saved, fw, self.bw_module, self.num_fwd_outputs,
-                        static, summary=lambda s: (
+                        static, self.options.kernels, summary=lambda s: (
                             f"{len(s.tensors)} saved tensors in {len(s.groups)} storage groups"))
         # Before the capture check, which would otherwise announce that the slots stay.
         if (reason := unplaceable_reason(saved)) is not None:

@@ -164,6 +164,7 @@ _FITS: dict[str, Callable[[tuple, dict], str | None]] = {
     "aten::_scaled_dot_product_efficient_attention": attention.fits_efficient,
     "aten::_scaled_dot_product_cudnn_attention": attention.fits_cudnn,
 }
+OWN_KERNELS = frozenset({"fxslots::efficient_attention.out", "fxslots::cudnn_attention.out"})
 _OWN_KERNEL = ("fxslots' attention forward (Triton, FlashAttention-2) writes output and "
                "logsumexp in the layout of {}'s kernel; PyTorch's backward reads them (not "
                "bitwise the op's forward: copy_free=False keeps it)")

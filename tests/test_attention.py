@@ -67,6 +67,15 @@ def test_efficient_attention_routes_through_fxslots_kernel_only_where_it_compute
         assert route.op is None and "fxslots' own kernel is not used" in route.why, args
 
 
+def test_attention_on_rocm_keeps_pytorch_kernel(triton_present, monkeypatch):
+    """ROCm's efficient kernel lays logsumexp out as (B, H, M), where fxslots' kernel writes
+    (B, H, M rounded up to 32): resized, that view would run past its slot (a reviewer's
+    reading of PyTorch's meta registration; no ROCm machine here)."""
+    monkeypatch.setattr(torch.version, "hip", "6.0")
+    route = find_route(EFFICIENT, "cuda", None, (*_fake_qkv(), None, True, 0.0, True))
+    assert route.op is None and "ROCm" in route.why
+
+
 def test_attention_with_symbolic_sizes_routes_without_hashing_or_guarding(triton_present):
     """Dynamic shapes give symbolic batch and sequence sizes, which cannot be hashed and must
     not be compared (a guard): one symbol is the same size, two symbols count as different,
@@ -375,7 +384,7 @@ def test_attention_writes_its_slot_under_cuda_graphs(dtype, backend, dynamic, ma
     forward = report.graphs[0].forward_after
     op = "efficient_attention" if backend == "EFFICIENT_ATTENTION" else "cudnn_attention"
     assert ours.fallbacks == [] and captures > 0 and inductor_fallbacks == 0
-    if fxslots.options.Options().kernels == "inductor":  # FXSLOTS_KERNELS=inductor: copied
+    if fxslots.options.Options().kernels == "inductor" and dynamic:  # collect.py: copied
         assert f"fxslots.{op}.out" not in forward and ours.copy_free_fraction < 1.0, forward
     else:
         assert f"fxslots.{op}.out" in forward, forward
@@ -396,6 +405,45 @@ def test_the_cudnn_variant_returns_its_outputs_where_the_op_returns_them():
     assert out_arguments(op) == ["out0", "out1", "out6", "out7"]
     assert out_returns(op) == [0, 1, 6, 7]
     assert out_returns(aten.native_layer_norm.out) == [0, 1, 2]
+
+
+def test_under_inductor_attention_of_symbolic_size_keeps_pytorch_kernel_and_its_copy():
+    """Under Inductor fxslots' attention is one call writing where it is given; with symbolic
+    sizes an output no slot holds goes into an empty tensor it resizes, which Inductor cannot
+    see, so there attention keeps PyTorch's kernel and its copy, and the plan says why; at
+    static sizes, and every other route, stay."""
+    import sympy
+
+    from fxslots.passes.collect import _without_own_kernel
+    from fxslots.passes.plan import plan_arena
+    from fxslots.schemas import SavedSet
+    from tests.test_plan import group, root, tensor
+
+    s = sympy.Symbol("s0", positive=True, integer=True)
+    a, b, c = (tensor(n, [4, 8], group=i) for i, n in enumerate("abc"))
+    own = "fxslots::efficient_attention.out"
+    groups = (group(0, [a], root=root("a", [s, 8], out=own)), group(1, [b], root=root("b", [4, 8])),
+              group(2, [c], root=root("c", [4, 8], out=own)))
+    kept = [_without_own_kernel(g) for g in groups]
+    assert kept[1] is groups[1] and kept[2] is groups[2] and kept[0].root.out_overload is None
+    assert "only at static sizes" in kept[0].root.why_not_out
+    plan = plan_arena(SavedSet((a, b, c), tuple(kept)))
+    assert [p.write.name for p in plan.placements] == ["COPY", "OUT", "OUT"], plan.placements
+
+
+def test_the_backend_tells_collect_which_kernels_run(monkeypatch):
+    """The compile passes options.kernels to collect_saved, which keeps fxslots' attention
+    ops of symbolic size out of a graph Inductor compiles."""
+    import fxslots
+    from fxslots import backend
+
+    seen = []
+    real = backend.collect_saved
+    monkeypatch.setattr(backend, "collect_saved",
+                        lambda *a, **k: seen.append(a[4] if len(a) > 4 else k) or real(*a, **k))
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU(), torch.nn.Linear(8, 1))
+    fxslots.explain(model, torch.randn(4, 8), kernels="inductor")
+    assert seen == ["inductor"], seen
 
 
 def test_where_the_kernel_cannot_run_attention_runs_pytorch_kernel_and_a_copy(monkeypatch):

@@ -5,8 +5,8 @@ op was one Inductor could not lower, H200 run 37f), and each value read where it
 
 fxslots' attention kernels run only on CUDA; on CPU a custom op over ``native_layer_norm.out``
 (three out= arguments, ``out0``..``out2``, as the attention ops name theirs) stands in for the
-compile, the run and the audit, and the cuDNN variant's graph for its returned sizes. ATen's
-own such ops Inductor takes as they are (Mixtral's router: ``tests/test_zoo.py``)."""
+compile, the run and the audit, and the cuDNN variant's graph for its returned sizes. Other
+such ops Inductor takes as they are (ATen's in Mixtral's router: ``tests/test_zoo.py``)."""
 
 from __future__ import annotations
 
@@ -23,14 +23,16 @@ from fxslots.passes.lower import NotLowerable, lower_forward
 from fxslots.schemas import SLOT_META, SlotView
 
 aten = torch.ops.aten
-_LIB = torch.library.Library("fxslots_test", "DEF")
-_LIB.define("norm.out(Tensor x, int[] shape, Tensor w, Tensor b, float eps, *, Tensor(a!) out0, "
-            "Tensor(b!) out1, Tensor(c!) out2) -> (Tensor(a!), Tensor(b!), Tensor(c!))")
-_LIB.impl("norm.out", lambda x, shape, w, b, eps, **outs: aten.native_layer_norm.out(
+# In fxslots' namespace: only fxslots' own ops are lowered so (passes/lower.py).
+_LIB = torch.library.Library("fxslots", "FRAGMENT")
+_LIB.define("test_norm.out(Tensor x, int[] shape, Tensor w, Tensor b, float eps, *, "
+            "Tensor(a!) out0, Tensor(b!) out1, Tensor(c!) out2) -> (Tensor(a!), Tensor(b!), "
+            "Tensor(c!))")
+_LIB.impl("test_norm.out", lambda x, shape, w, b, eps, **outs: aten.native_layer_norm.out(
     x, shape, w, b, eps, **outs), "CompositeExplicitAutograd")
-torch.library.register_fake("fxslots_test::norm.out", lambda *a, out0, out1, out2: (
+torch.library.register_fake("fxslots::test_norm.out", lambda *a, out0, out1, out2: (
     out0, out1, out2), lib=_LIB)
-NORM = torch.ops.fxslots_test.norm.out
+NORM = torch.ops.fxslots.test_norm.out
 
 
 def _slot(g: fx.Graph, name: str, val: torch.Tensor) -> fx.Node:
@@ -60,7 +62,7 @@ def test_an_op_writing_several_slots_is_one_call_inductor_compiles_and_the_audit
     gm = lower_forward(_layer_norm_graph(), lambda op: True, {})
     calls = [n for n in gm.graph.nodes if n.op == "call_function"]
     assert [str(n.target) for n in calls] == [
-        "aten.empty_strided.default", "fxslots.norm_out_into.default",
+        "aten.empty_strided.default", "fxslots.test_norm_out_into.default",
         "aten.mul.Tensor"], calls
     # the values are read where the call wrote them: the slots themselves
     assert [str(a) for a in next(iter(gm.graph.find_nodes(op="output"))).args[0]] == [
@@ -75,7 +77,7 @@ def test_an_op_writing_several_slots_is_one_call_inductor_compiles_and_the_audit
     assert torch.equal(got[0], want * 2) and torch.equal(got[1], want)
     names = {"slot_out", "slot_mean"}
     writes = slot_writes(inductor_output_code(compiled), names | {"x", "w", "b"}, names)
-    assert writes == {n: ["in place: fxslots.norm_out_into.default writes it"]
+    assert writes == {n: ["in place: fxslots.test_norm_out_into.default writes it"]
                       for n in names}, writes
 
 

@@ -18,6 +18,7 @@ import torch.fx as fx
 from .. import _torch
 from ..errors import PassError
 from ..geometry import same_value
+from ..out_variants import OWN_KERNELS
 from ..routes import copy_source, find_route
 from ..seeds import host_read_seed
 from ..schemas import RNG_STATE, Root, SavedSet, SavedTensor, Source, StorageGroup, expr
@@ -28,9 +29,12 @@ def collect_saved(
     bw: fx.GraphModule,
     num_fwd_outputs: int,
     static_input_indices: Sequence[int],
+    kernels: str = "aten",
 ) -> SavedSet:
     """The saved tensors of ``fw`` (outputs past the first ``num_fwd_outputs`` that ``bw`` reads),
-    grouped by the storage they view. RNG states and symbolic ints pass through untouched."""
+    grouped by the storage they view. RNG states and symbolic ints pass through untouched.
+    Under ``kernels="inductor"`` a group of symbolic size does not take fxslots' own attention
+    kernel (below)."""
     outputs = _outputs(fw)
     tensors, passthrough = [], []
     for out_i, node, bw_i in match_backward(outputs, bw, num_fwd_outputs):
@@ -50,6 +54,8 @@ def collect_saved(
     user_visible = {_torch.storage_key(v) for n in outputs[:num_fwd_outputs]
                     if (v := _tensor_val(n)) is not None}
     groups = _groups(fw, saved, keys, static_input_indices, user_visible, ranges)
+    if kernels == "inductor":
+        groups = [_without_own_kernel(g) for g in groups]
     return SavedSet(tuple(saved), tuple(groups), ranges, tuple(passthrough), guards)
 
 
@@ -68,6 +74,23 @@ def _groups(fw, saved: list[SavedTensor], keys: dict[Any, int], static_input_ind
         groups.append(_group(gid, [t for t in saved if t.group == gid], source, root,
                              key in user_visible))
     return groups
+
+
+def _without_own_kernel(g: StorageGroup) -> StorageGroup:
+    """Under Inductor fxslots' attention op is one call that writes its outputs where it is
+    given (``passes/lower.py``). With symbolic sizes, an output no slot holds is written into
+    an empty tensor the op resizes, unseen by Inductor: read in the forward (an offloaded or
+    user-visible attention output), Inductor could not take the graph and the whole forward
+    would run its ATen kernels. There attention keeps PyTorch's kernel and its one copy."""
+    if (g.root is None or g.root.out_overload not in OWN_KERNELS
+            or all(expr(d).is_number for d in g.root.shape)):
+        return g
+    why = (f"{g.root.out_overload} is fxslots' own kernel, which Inductor takes only at "
+           f"static sizes (kernels=\"inductor\")")
+    return dataclasses.replace(g, root=dataclasses.replace(
+        g.root, out_overload=None, why_not_out=why, via=None,
+        remedy="static shapes, or kernels=\"aten\", where fxslots' attention kernel writes it "
+               "in place"))
 
 
 def match_backward(outputs: list[Any], bw: fx.GraphModule, num_fwd_outputs: int):

@@ -166,11 +166,12 @@ def _to_into(graph: fx.Graph, node: fx.Node, slot: fx.Node) -> None:
 
 
 def _writes_several(node: fx.Node) -> bool:
-    """A custom op's out overload with several out= arguments, some of them slots (fxslots'
-    attention forward: output, logsumexp, seed and offset). ATen's (``topk.values``, ``sort``
-    in Mixtral's router) Inductor takes as they are; as one call it could not see the output
-    ``sort`` resizes, and Mixtral's gradients were wrong."""
-    if not isinstance(node.target, _torch.OpOverload) or node.target.namespace == "aten":
+    """One of fxslots' own out overloads with several out= arguments, some of them slots (its
+    attention forward: output, logsumexp, seed and offset), whose kernels write given memory
+    as given. Others are left as they are: ATen's (``topk.values``, ``sort`` in Mixtral's
+    router) Inductor takes itself, and as one call it could not see the output ``sort``
+    resizes (Mixtral's gradients were wrong); another library's may resize or restride."""
+    if not isinstance(node.target, _torch.OpOverload) or node.target.namespace != "fxslots":
         return False
     names = out_arguments(node.target)
     return len(names) > 1 and any(_slot_view(node.kwargs.get(n)) is not None for n in names)
@@ -195,7 +196,7 @@ def _to_into_several(graph: fx.Graph, node: fx.Node) -> None:
         if k in written:
             _check_read_as_written(node, item, written[k])
             item.replace_all_uses_with(written[k])
-        else:
+        elif item.users:
             with graph.inserting_before(node):
                 value = _returned_size(graph, node, node.meta["val"][k])
             for user in list(item.users):

@@ -967,6 +967,25 @@ MUTANTS: tuple[Mutant, ...] = (
            "cpu", ("tests/test_inductor_several_outputs.py::"
                    "test_an_op_writing_several_slots_is_one_call_inductor_compiles_and_the_audit_"
                    "reads",)),
+    Mutant("own-attention-kernel-under-inductor", "fxslots/passes/collect.py",
+           "            or all(expr(d).is_number for d in g.root.shape)):",
+           "            or True):",
+           "under kernels=\"inductor\" attention of symbolic size keeps PyTorch's kernel and its "
+           "copy (an output no slot holds would be resized unseen by Inductor)", "cpu",
+           ("tests/test_attention.py::"
+            "test_under_inductor_attention_of_symbolic_size_keeps_pytorch_kernel_and_its_copy",)),
+    Mutant("collect-not-told-the-kernels", "fxslots/backend.py",
+           "                        static, self.options.kernels, summary=lambda s: (",
+           "                        static, summary=lambda s: (",
+           "the compile tells collect_saved which kernels run (under Inductor fxslots' attention "
+           "ops of symbolic size are not taken)", "cpu",
+           ("tests/test_attention.py::test_the_backend_tells_collect_which_kernels_run",)),
+    Mutant("own-attention-kernel-on-rocm", "fxslots/attention.py",
+           "    if torch.version.hip is not None:",
+           "    if False:",
+           "on ROCm attention keeps PyTorch's kernel (its logsumexp layout is not the one "
+           "fxslots' kernel writes)", "cpu",
+           ("tests/test_attention.py::test_attention_on_rocm_keeps_pytorch_kernel",)),
     Mutant("cudnn-attention-route-ignores-cost", "fxslots/attention.py",
            "MAX_FLOPS_CUDNN = {torch.float16: 16e6, torch.bfloat16: 16e6}",
            "MAX_FLOPS_CUDNN = {torch.float16: 16e12, torch.bfloat16: 16e12}",
@@ -975,7 +994,7 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/test_attention.py::"
             "test_cudnn_attention_routes_through_fxslots_kernel_in_half_types_while_small",)),
     Mutant("aten-several-outputs-lowered", "fxslots/passes/lower.py",
-           "    if not isinstance(node.target, _torch.OpOverload) or node.target.namespace == \"aten\":",
+           "    if not isinstance(node.target, _torch.OpOverload) or node.target.namespace != \"fxslots\":",
            "    if not isinstance(node.target, _torch.OpOverload):",
            "ATen's ops writing several slots reach Inductor as they are (as one fxslots call it "
            "could not see the output sort resizes: Mixtral's gradients were wrong)", "cpu",
