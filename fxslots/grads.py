@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import warnings
 from typing import Any, Callable
 
 import torch
@@ -214,6 +215,10 @@ def _accumulate(bw: fx.GraphModule, static: list[int], options: Options, example
                                      summary=lambda g: f"{len(params)} gradients added in "
                                                        f"the graph when .grad exists"))
     if options.kernels == "inductor":  # Inductor orders (and may fuse) the adds itself
+        if options.grad_accumulation == "fused":
+            warnings.warn("fxslots: grad_accumulation=\"fused\" adds gradients as \"graph\" does "
+                          "under kernels=\"inductor\" (the GEMM that adds them is built into "
+                          "ATen graphs); set kernels=\"aten\" for it", stacklevel=2)
         return kernels.compile_twin(acc, example_inputs, f"the accumulating {what}", options)
     if not graphs:
         return acc

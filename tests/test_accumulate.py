@@ -571,8 +571,8 @@ def test_fused_accumulation_adds_each_weight_gradient_in_its_product(stand_in_gr
     torch.manual_seed(0)
     m = _Square()
     e = copy.deepcopy(m)
-    c = torch.compile(m, backend="fxslots",
-                      options={"slots": in_flight, "grad_accumulation": "fused"})
+    c = torch.compile(m, backend="fxslots", options={
+        "slots": in_flight, "grad_accumulation": "fused", "kernels": "aten"})
     for _ in range(4):
         xs = [torch.randn(4, 16) for _ in range(3)]
         for i in range(0, 3, in_flight):
@@ -594,6 +594,25 @@ def test_fused_accumulation_adds_each_weight_gradient_in_its_product(stand_in_gr
     assert captured.count(torch.ops.aten.addmm_.default) == 2  # the two weights
     assert torch.ops.aten.mm.default in captured  # the input gradient's product stays
     assert torch.ops.aten.addmm_.default not in targets(v.accumulate.graph)
+
+
+def test_fused_accumulation_under_inductor_says_it_adds_as_graph(stand_in_graphs):  # noqa: F811
+    """The GEMM that adds a gradient (beta=1) is built into ATen graphs; under Inductor
+    "fused" adds as "graph" does, and says so rather than leave it to be found in a profile.
+    The sums stay eager's within float32 rounding."""
+    torch.manual_seed(0)
+    m = _Square()
+    e = copy.deepcopy(m)
+    c = torch.compile(m, backend="fxslots", options={"grad_accumulation": "fused",
+                                                     "kernels": "inductor"})
+    with pytest.warns(UserWarning, match="adds gradients as \"graph\" does"):
+        for _ in range(2):
+            x = torch.randn(4, 16)
+            c(x).square().sum().backward()
+            e(x).square().sum().backward()
+    for a, b in zip(m.parameters(), e.parameters(), strict=True):
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-5, atol=1e-5)
+    assert _variant().accumulate.captured is None
 
 
 @pytest.mark.parametrize("flips", [0, 1, 2])

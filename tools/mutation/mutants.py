@@ -986,6 +986,13 @@ MUTANTS: tuple[Mutant, ...] = (
            "on ROCm attention keeps PyTorch's kernel (its logsumexp layout is not the one "
            "fxslots' kernel writes)", "cpu",
            ("tests/test_attention.py::test_attention_on_rocm_keeps_pytorch_kernel",)),
+    Mutant("fused-under-inductor-silent", "fxslots/grads.py",
+           "        if options.grad_accumulation == \"fused\":",
+           "        if False:",
+           "grad_accumulation=\"fused\" under kernels=\"inductor\" says it adds as \"graph\" "
+           "does", "cpu",
+           ("tests/test_accumulate.py::"
+            "test_fused_accumulation_under_inductor_says_it_adds_as_graph",)),
     Mutant("cudnn-attention-route-ignores-cost", "fxslots/attention.py",
            "MAX_FLOPS_CUDNN = {torch.float16: 16e6, torch.bfloat16: 16e6}",
            "MAX_FLOPS_CUDNN = {torch.float16: 16e12, torch.bfloat16: 16e12}",
