@@ -600,19 +600,24 @@ def test_fused_accumulation_under_inductor_says_it_adds_as_graph(stand_in_graphs
     """The GEMM that adds a gradient (beta=1) is built into ATen graphs; under Inductor
     "fused" adds as "graph" does, and says so rather than leave it to be found in a profile.
     The sums stay eager's within float32 rounding."""
+    with pytest.warns(UserWarning, match="adds gradients as \"graph\" does"):
+        _fused_against_eager({"grad_accumulation": "fused", "kernels": "inductor"}, steps=2)
+    assert _variant().accumulate.captured is None
+
+
+def _fused_against_eager(options: dict, steps: int) -> None:
+    """``steps`` steps of ``_Square`` compiled with ``options`` beside eager's, gradients
+    accumulating: the sums within float32 rounding of eager's."""
     torch.manual_seed(0)
     m = _Square()
     e = copy.deepcopy(m)
-    c = torch.compile(m, backend="fxslots", options={"grad_accumulation": "fused",
-                                                     "kernels": "inductor"})
-    with pytest.warns(UserWarning, match="adds gradients as \"graph\" does"):
-        for _ in range(2):
-            x = torch.randn(4, 16)
-            c(x).square().sum().backward()
-            e(x).square().sum().backward()
+    c = torch.compile(m, backend="fxslots", options=options)
+    for _ in range(steps):
+        x = torch.randn(4, 16)
+        c(x).square().sum().backward()
+        e(x).square().sum().backward()
     for a, b in zip(m.parameters(), e.parameters(), strict=True):
         torch.testing.assert_close(a.grad, b.grad, rtol=1e-5, atol=1e-5)
-    assert _variant().accumulate.captured is None
 
 
 @pytest.mark.parametrize("flips", [0, 1, 2])
@@ -650,16 +655,7 @@ def test_golden_fused_accumulating_backward(stand_in_graphs):  # noqa: F811
 
     from fxslots.printing import format_graph
 
-    torch.manual_seed(0)
-    m = _Square()
-    e = copy.deepcopy(m)
-    c = torch.compile(m, backend="fxslots", options={"slots": 1, "grad_accumulation": "fused"})
-    for _ in range(3):
-        x = torch.randn(4, 16)
-        c(x).square().sum().backward()
-        e(x).square().sum().backward()
-    for a, b in zip(m.parameters(), e.parameters(), strict=True):
-        torch.testing.assert_close(a.grad, b.grad, rtol=1e-5, atol=1e-5)
+    _fused_against_eager({"slots": 1, "grad_accumulation": "fused", "kernels": "aten"}, steps=3)
     assert _StandInGraph.replays > 0
     assert_expected_inline(format_graph(_variant().accumulate.captured, "backward"), """\
 def backward(
