@@ -220,11 +220,13 @@ def _returned_size(graph: fx.Graph, node: fx.Node, val: Any) -> Any:
     size (cuDNN attention's sequence lengths) as that size of the input that has it."""
     if val is None or isinstance(val, int):
         return val
-    want = expr(val) if isinstance(val, torch.SymInt) else None
+    if not isinstance(val, torch.SymInt):
+        raise NotLowerable(f"{node.name} ({node.target}) returns {val}, not a size")
+    want = expr(val)
     for arg in node.all_input_nodes:
         t = arg.meta.get("val")
         for d, size in enumerate(t.shape if isinstance(t, torch.Tensor) else ()):
-            if want is not None and expr(size) == want:
+            if expr(size) == want:
                 size_node = graph.call_function(aten.sym_size.int, (arg, d))
                 size_node.meta["val"] = size
                 return size_node
