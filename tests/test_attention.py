@@ -412,6 +412,8 @@ def test_under_inductor_attention_of_symbolic_size_keeps_pytorch_kernel_and_its_
     sizes an output no slot holds goes into an empty tensor it resizes, which Inductor cannot
     see, so there attention keeps PyTorch's kernel and its copy, and the plan says why; at
     static sizes, and every other route, stay."""
+    import dataclasses
+
     import sympy
 
     from fxslots.passes.collect import _without_own_kernel
@@ -420,15 +422,25 @@ def test_under_inductor_attention_of_symbolic_size_keeps_pytorch_kernel_and_its_
     from tests.test_plan import group, root, tensor
 
     s = sympy.Symbol("s0", positive=True, integer=True)
-    a, b, c = (tensor(n, [4, 8], group=i) for i, n in enumerate("abc"))
+    a, seed, b, c = (tensor(n, [4, 8], group=i) for i, n in enumerate(["a", "seed", "b", "c"]))
     own = "fxslots::efficient_attention.out"
-    groups = (group(0, [a], root=root("a", [s, 8], out=own)), group(1, [b], root=root("b", [4, 8])),
-              group(2, [c], root=root("c", [4, 8], out=own)))
-    kept = [_without_own_kernel(g) for g in groups]
-    assert kept[1] is groups[1] and kept[2] is groups[2] and kept[0].root.out_overload is None
-    assert "only at static sizes" in kept[0].root.why_not_out
-    plan = plan_arena(SavedSet((a, b, c), tuple(kept)))
-    assert [p.write.name for p in plan.placements] == ["COPY", "OUT", "OUT"], plan.placements
+
+    def output(name, shape, call, i):
+        return dataclasses.replace(root(name, shape, out=own), producer=call, output=i)
+
+    # One call's output of symbolic size and its static seed (H200 run 40a: the seed, left
+    # in a slot, kept the op in the graph with the output in scratch it resizes), then
+    # another route and another call of static size.
+    groups = [group(0, [a], root=output("a", [s, 8], "attn", 0)),
+              group(1, [seed], root=output("seed", [4, 8], "attn", 6)),
+              group(2, [b], root=root("b", [4, 8])),
+              group(3, [c], root=output("c", [4, 8], "attn_1", 0))]
+    kept = _without_own_kernel(groups)
+    assert kept[2] is groups[2] and kept[3] is groups[3]
+    assert [g.root.out_overload for g in kept[:2]] == [None, None]
+    assert "only at static sizes" in kept[1].root.why_not_out
+    plan = plan_arena(SavedSet((a, seed, b, c), tuple(kept)))
+    assert [p.write.name for p in plan.placements] == ["COPY", "COPY", "OUT", "OUT"], plan
 
 
 def test_the_backend_tells_collect_which_kernels_run(monkeypatch):

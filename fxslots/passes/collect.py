@@ -55,7 +55,7 @@ def collect_saved(
                     if (v := _tensor_val(n)) is not None}
     groups = _groups(fw, saved, keys, static_input_indices, user_visible, ranges)
     if kernels == "inductor":
-        groups = [_without_own_kernel(g) for g in groups]
+        groups = _without_own_kernel(groups)
     return SavedSet(tuple(saved), tuple(groups), ranges, tuple(passthrough), guards)
 
 
@@ -76,15 +76,29 @@ def _groups(fw, saved: list[SavedTensor], keys: dict[Any, int], static_input_ind
     return groups
 
 
-def _without_own_kernel(g: StorageGroup) -> StorageGroup:
+def _without_own_kernel(groups: list[StorageGroup]) -> list[StorageGroup]:
     """Under Inductor fxslots' attention op is one call that writes its outputs where it is
     given (``passes/lower.py``). With symbolic sizes, an output no slot holds is written into
     an empty tensor the op resizes, unseen by Inductor: read in the forward (an offloaded or
     user-visible attention output), Inductor could not take the graph and the whole forward
-    would run its ATen kernels. There attention keeps PyTorch's kernel and its one copy."""
-    if (g.root is None or g.root.out_overload not in OWN_KERNELS
-            or all(expr(d).is_number for d in g.root.shape)):
-        return g
+    would run its ATen kernels. There attention keeps PyTorch's kernel and its one copy, for
+    every output of the call: its seed and offset are static even then (H200 run 40a), and
+    one output left in a slot would put the op back in the graph."""
+    symbolic = {_call(g) for g in groups if _own_kernel(g)
+                and not all(expr(d).is_number for d in g.root.shape)}
+    return [_pytorch_kernel(g) if _own_kernel(g) and _call(g) in symbolic else g
+            for g in groups]
+
+
+def _own_kernel(g: StorageGroup) -> bool:
+    return g.root is not None and g.root.out_overload in OWN_KERNELS
+
+
+def _call(g: StorageGroup) -> str:
+    return g.root.producer or g.root.name
+
+
+def _pytorch_kernel(g: StorageGroup) -> StorageGroup:
     why = (f"{g.root.out_overload} is fxslots' own kernel, which Inductor takes only at "
            f"static sizes (kernels=\"inductor\")")
     return dataclasses.replace(g, root=dataclasses.replace(

@@ -968,10 +968,17 @@ MUTANTS: tuple[Mutant, ...] = (
                    "test_an_op_writing_several_slots_is_one_call_inductor_compiles_and_the_audit_"
                    "reads",)),
     Mutant("own-attention-kernel-under-inductor", "fxslots/passes/collect.py",
-           "            or all(expr(d).is_number for d in g.root.shape)):",
-           "            or True):",
+           "                and not all(expr(d).is_number for d in g.root.shape)}",
+           "                and False}",
            "under kernels=\"inductor\" attention of symbolic size keeps PyTorch's kernel and its "
            "copy (an output no slot holds would be resized unseen by Inductor)", "cpu",
+           ("tests/test_attention.py::"
+            "test_under_inductor_attention_of_symbolic_size_keeps_pytorch_kernel_and_its_copy",)),
+    Mutant("attention-call-excluded-by-output", "fxslots/passes/collect.py",
+           "    return g.root.producer or g.root.name",
+           "    return g.root.name",
+           "under kernels=\"inductor\" every output of an attention call of symbolic size keeps "
+           "PyTorch's kernel, its static seed too (H200 run 40a)", "cpu",
            ("tests/test_attention.py::"
             "test_under_inductor_attention_of_symbolic_size_keeps_pytorch_kernel_and_its_copy",)),
     Mutant("collect-not-told-the-kernels", "fxslots/backend.py",
