@@ -114,7 +114,8 @@ class _Compiler:
 
     def compile_inference(self, gm: fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
         state.counters["inference_graphs"] += 1
-        run = self._kernels_for(gm, example_inputs, "an inference graph", is_inference=True)
+        run = kernels.kernels_for(self.options, gm, example_inputs, "an inference graph",
+                                  is_inference=True)
         return boxed(lambda args: run(*args))
 
     def compile_forward(self, fw: fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
@@ -220,13 +221,6 @@ class _Compiler:
         self.variant.forward_kernel, self.variant.plan = done.run, done.plan
         return done.findings
 
-    def _kernels_for(self, gm, example_inputs, what, **kw) -> Callable[..., Any]:
-        """``gm`` compiled by Inductor when it compiles (else, or if it fails, ``gm``)."""
-        run = None
-        if self.options.kernels == "inductor":
-            run = kernels.compile_graph(gm, example_inputs, what, self.options, **kw)
-        return run or gm
-
     def _run_uncaptured(self, why: str) -> None:
         run_uncaptured(f"graph {_torch.compile_id() or '?'} ({self.region.ring.name}): {why}",
                        self.options.strict)
@@ -239,7 +233,8 @@ class _Compiler:
             partitioner=self.partitioner, recomputed=self.recomputed,
             recompute=self.options.recompute))
         _torch.trace_artifact("fxslots_forward", lambda: f"runs without slots: {reason}\n{before}")
-        run = self._kernels_for(fw, example_inputs, "a forward graph without slots")
+        run = kernels.kernels_for(self.options, fw, example_inputs,
+                                  "a forward graph without slots")
         return boxed(lambda args: run(*args))
 
     def compile_backward(self, bw: fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
@@ -251,9 +246,10 @@ class _Compiler:
             self.record.backward_lines = graph_lines(bw)
         _torch.trace_artifact("fxslots_backward", lambda: text)
         variant = self.variant
-        run = self._kernels_for(bw, example_inputs, "the backward graph of "
-                             + (variant.name if variant is not None else "a graph without slots"),
-                             is_backward=True)
+        run = kernels.kernels_for(self.options, bw, example_inputs, "the backward graph of "
+                                  + (variant.name if variant is not None
+                                     else "a graph without slots"), lazily=True,
+                                  is_backward=True)
         if variant is None:  # this graph fell back: no slots
             return boxed(lambda args: run(*args))
         variant.backward_graph = bw

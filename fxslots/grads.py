@@ -219,7 +219,8 @@ def _accumulate(bw: fx.GraphModule, static: list[int], options: Options, example
             warnings.warn("fxslots: grad_accumulation=\"fused\" adds gradients as \"graph\" does "
                           "under kernels=\"inductor\" (the GEMM that adds them is built into "
                           "ATen graphs); set kernels=\"aten\" for it", stacklevel=2)
-        return kernels.compile_twin(acc, example_inputs, f"the accumulating {what}", options)
+        return kernels.compile_twin(acc, example_inputs, f"the accumulating {what}", options,
+                                    lazily=True)
     if not graphs:
         return acc
     flush = flush_bytes_for(sum(value_bytes(outs[i]) for i in params))

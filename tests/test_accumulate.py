@@ -130,9 +130,65 @@ def test_accumulation_with_inductor_kernels_is_bitwise_torch_compile():
         for x in xs:
             c(x).sum().backward()
             r(x).sum().backward()
-    assert _variant().accumulate.kernel is not None
+    assert _variant().accumulate.kernel.compiled  # compiled at its first call, by Inductor
     for a, b in zip(m.parameters(), ref.parameters(), strict=True):
         assert torch.equal(a.grad, b.grad)
+
+
+def test_inductor_compiles_a_backward_at_its_first_call():
+    """The plain and the accumulating backward are compiled when they first run
+    (``kernels.Lazily``): a loop that drops ``.grad`` every step compiles the forward and one
+    backward, never the accumulating one, until a step keeps ``.grad``; gradients stay
+    bitwise torch.compile's throughout."""
+    torch.manual_seed(0)
+    ref = MLP()
+    m = copy.deepcopy(ref)
+    c = torch.compile(m, backend="fxslots", options={"slots": 2, "kernels": "inductor"})
+    r = torch.compile(ref)
+    x = torch.randn(4, 16)
+    for _ in range(2):
+        c(x).sum().backward()
+        r(x).sum().backward()
+        for a, b in zip(m.parameters(), ref.parameters(), strict=True):
+            assert torch.equal(a.grad, b.grad)
+        m.zero_grad(set_to_none=True)
+        ref.zero_grad(set_to_none=True)
+    acc = _variant().accumulate.kernel
+    assert fxslots.counters["inductor_compiles"] == 2 and acc.run is None
+    for _ in range(2):  # the second backward adds into .grad
+        c(x).sum().backward()
+        r(x).sum().backward()
+    assert fxslots.counters["inductor_compiles"] == 3 and acc.compiled
+    for a, b in zip(m.parameters(), ref.parameters(), strict=True):
+        assert torch.equal(a.grad, b.grad)
+
+
+def test_a_backward_inductor_cannot_compile_at_its_first_call_runs_its_aten_graph(monkeypatch):
+    """Compiled at its first call, a backward Inductor refuses still trains: its ATen graph
+    runs, and the warning names it; the gradients are eager's."""
+    from fxslots import _torch
+
+    torch.manual_seed(0)
+    ref = MLP()
+    m = copy.deepcopy(ref)
+    c = torch.compile(m, backend="fxslots", options={"slots": 2, "kernels": "inductor"})
+    x = torch.randn(4, 16)
+    loss = c(x).sum()  # the forward compiled with Inductor; the backward not yet
+    real = _torch.inductor_compile
+
+    def refuse(gm, inputs, **kw):
+        if kw.get("is_backward"):
+            raise RuntimeError("no backward today")
+        return real(gm, inputs, **kw)
+
+    monkeypatch.setattr(_torch, "inductor_compile", refuse)
+    with pytest.warns(UserWarning, match="could not compile the backward graph of v0 "
+                                         ".RuntimeError: no backward today"):
+        loss.backward()
+    ref(x).sum().backward()
+    assert not _variant().backward_kernel.compiled
+    for a, b in zip(m.parameters(), ref.parameters(), strict=True):
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-5, atol=1e-6)
 
 
 class _TiedAcrossABreak(torch.nn.Module):

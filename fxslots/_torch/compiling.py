@@ -3,7 +3,8 @@ AOTAutograd's metadata of the graph it compiles."""
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from typing import Any, Callable
 
 import torch
 import torch._dynamo.exc
@@ -24,6 +25,23 @@ def real_tensors() -> Any:
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
     return unset_fake_temporarily()
+
+
+def compile_contexts() -> Callable[[], contextlib.ExitStack]:
+    """The tracing and compile contexts of the compile running now, to enter again later: a
+    graph compiled at its first call needs its compile's shape environment and id, as
+    AOTAutograd's lazy backward does (it enters the same two)."""
+    from torch._guards import CompileContext, TracingContext, compile_context, tracing
+
+    saved = TracingContext.try_get(), CompileContext.try_get()
+
+    def enter() -> contextlib.ExitStack:
+        stack = contextlib.ExitStack()
+        stack.enter_context(tracing(saved[0]))
+        stack.enter_context(compile_context(saved[1]))
+        return stack
+
+    return enter
 
 
 def _tracing_metadata() -> Any:

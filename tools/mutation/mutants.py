@@ -1000,6 +1000,25 @@ MUTANTS: tuple[Mutant, ...] = (
            "does", "cpu",
            ("tests/test_accumulate.py::"
             "test_fused_accumulation_under_inductor_says_it_adds_as_graph",)),
+    Mutant("accumulating-backward-compiled-up-front", "fxslots/grads.py",
+           "                                    lazily=True)",
+           "                                    lazily=False)",
+           "under kernels=\"inductor\" the accumulating backward is compiled at its first call, "
+           "not for loops that never keep .grad", "cpu",
+           ("tests/test_accumulate.py::test_inductor_compiles_a_backward_at_its_first_call",)),
+    Mutant("plain-backward-compiled-up-front", "fxslots/backend.py",
+           "                                     else \"a graph without slots\"), lazily=True,",
+           "                                     else \"a graph without slots\"), lazily=False,",
+           "under kernels=\"inductor\" the plain backward is compiled at its first call (a loop "
+           "whose backwards deliver never runs it)", "cpu",
+           ("tests/test_accumulate.py::"
+            "test_a_backward_inductor_cannot_compile_at_its_first_call_runs_its_aten_graph",)),
+    Mutant("lazy-backward-without-fallback", "fxslots/kernels.py",
+           "            self.run, self.compiled = made or self._fallback, made is not None",
+           "            self.run, self.compiled = made, made is not None",
+           "a backward Inductor cannot compile at its first call runs its ATen graph", "cpu",
+           ("tests/test_accumulate.py::"
+            "test_a_backward_inductor_cannot_compile_at_its_first_call_runs_its_aten_graph",)),
     Mutant("cudnn-attention-route-ignores-cost", "fxslots/attention.py",
            "MAX_FLOPS_CUDNN = {torch.float16: 16e6, torch.bfloat16: 16e6}",
            "MAX_FLOPS_CUDNN = {torch.float16: 16e12, torch.bfloat16: 16e12}",

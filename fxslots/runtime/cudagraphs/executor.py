@@ -8,9 +8,8 @@ tensors outlive other replays until their backward) and persistent ``.grad`` buf
 - saved tensors live in the slot arena (outside the pool, at a fixed address per slot);
 - non-static inputs are staged into the slot (forward) or the region's staging buffer (backward);
 - user outputs go to memory the caller owns (an output buffer, or a copy): replays reuse pool bytes;
-- parameters' gradients are written by the backward itself into an output buffer outside the
-  pool (``passes/deliver.py``) while the caller drops them before the next backward, else they
-  too are copied out.
+- parameters' gradients are written by the backward into an output buffer outside the pool
+  (``passes/deliver.py``) while the caller drops them before the next backward, else copied.
 """
 
 from __future__ import annotations
@@ -45,8 +44,8 @@ class GraphExecutor:
         self.region = variant.region
         self.capturer = CudaCapturer(variant.device)
         self.graphs: dict[CaptureKey, Captured] = {}
-        # (direction, accumulate, a delivering graph's own kernels) run once uncaptured
-        # ... at which Inductor compile count (run 20: after one, a kernel tuned in a capture)
+        # (direction, accumulate, a delivering graph's own kernels) run once uncaptured, at
+        # which Inductor compile count (run 20: after one, a kernel tuned in a capture)
         self.warm: dict[tuple, int] = {}
         self.uncaptured: set[CaptureKey] = set()
         self._user_outputs = variant.user_outputs  # copied out for the caller after a forward
@@ -200,14 +199,15 @@ class GraphExecutor:
         # A delivering graph of ATen kernels runs the plain one's: one warm-up serves both.
         warm = (key.direction, key.accumulate, delivers and key.direction is Direction.BACKWARD
                 and variant.deliver.kernel is not None)
-        compiles, last = state.counters["inductor_compiles"], self.warm.get(warm)
+        last, compiles = self.warm.get(warm), state.counters["inductor_compiles"]
         stale = last is None or (last != compiles and not isinstance(gm, torch.fx.GraphModule))
         if stale or key in self.uncaptured:
-            # Lazy initialisation (cuBLAS handles, autotuning; Inductor's kernels tune at first
-            # launch) must not land in a capture: each graph runs uncaptured first (Inductor's
-            # again after any Inductor compile since); its gradients go to compact memory.
-            self.warm[warm] = compiles
-            return warm_up(variant, key, gm, gargs, stale and variant.kept_grads(key))
+            # Lazy initialisation (cuBLAS handles, autotuning, Inductor's first launch, a
+            # kernels.Lazily's compile) must not land in a capture: each graph runs uncaptured
+            # first, Inductor's again after any compile since; gradients go to compact memory.
+            out = warm_up(variant, key, gm, gargs, stale and variant.kept_grads(key))
+            self.warm[warm] = state.counters["inductor_compiles"]
+            return out
         cap = self._capture(variant, slot, key, variant.runner(
             key.direction, key.accumulate, delivers, captured=True), gargs, stage, nargs)
         if cap is None:
