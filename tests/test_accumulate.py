@@ -163,6 +163,26 @@ def test_inductor_compiles_a_backward_at_its_first_call():
         assert torch.equal(a.grad, b.grad)
 
 
+def test_a_backward_compiled_in_its_warm_up_is_captured_next(stand_in_graphs, monkeypatch):  # noqa: F811
+    """The accumulating backward compiles in its warm-up (the uncaptured first run); the
+    executor counts that compile as seen, so the next accumulating backward is captured, not
+    warmed up again (on CPU, with the stand-in CUDA graph)."""
+    from fxslots.runtime.cudagraphs import executor
+
+    warmed = []
+    real = executor.warm_up
+    monkeypatch.setattr(executor, "warm_up", lambda variant, key, *a: warmed.append(
+        key.accumulate) or real(variant, key, *a))
+    torch.manual_seed(0)
+    m = MLP()
+    c = torch.compile(m, backend="fxslots", options={"slots": 2, "kernels": "inductor"})
+    x = torch.randn(4, 16)
+    for _ in range(4):  # .grad kept: every backward after the first accumulates
+        c(x).sum().backward()
+    assert _variant().accumulate.kernel.compiled
+    assert warmed.count(True) == 1, warmed
+
+
 def test_a_backward_inductor_cannot_compile_at_its_first_call_runs_its_aten_graph(monkeypatch):
     """Compiled at its first call, a backward Inductor refuses still trains: its ATen graph
     runs, and the warning names it; the gradients are eager's."""

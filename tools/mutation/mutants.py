@@ -1019,6 +1019,13 @@ MUTANTS: tuple[Mutant, ...] = (
            "a backward Inductor cannot compile at its first call runs its ATen graph", "cpu",
            ("tests/test_accumulate.py::"
             "test_a_backward_inductor_cannot_compile_at_its_first_call_runs_its_aten_graph",)),
+    Mutant("warm-count-before-lazy-compile", "fxslots/runtime/cudagraphs/executor.py",
+           "            self.warm[warm] = state.counters[\"inductor_compiles\"]",
+           "            self.warm[warm] = compiles",
+           "a backward Inductor compiles in its warm-up is captured at its next run, not warmed "
+           "up again", "cpu",
+           ("tests/test_accumulate.py::"
+            "test_a_backward_compiled_in_its_warm_up_is_captured_next",)),
     Mutant("cudnn-attention-route-ignores-cost", "fxslots/attention.py",
            "MAX_FLOPS_CUDNN = {torch.float16: 16e6, torch.bfloat16: 16e6}",
            "MAX_FLOPS_CUDNN = {torch.float16: 16e12, torch.bfloat16: 16e12}",
