@@ -1026,6 +1026,13 @@ MUTANTS: tuple[Mutant, ...] = (
            "up again", "cpu",
            ("tests/test_accumulate.py::"
             "test_a_backward_compiled_in_its_warm_up_is_captured_next",)),
+    Mutant("inductor-warm-up-compacts-delivered-grads", "fxslots/runtime/cudagraphs/delivery.py",
+           "        kept = tuple(i for i in kept if i not in d.outputs)",
+           "        kept = kept",
+           "Inductor's delivering warm-up leaves the gradients it delivered in the output buffer "
+           "(not copied into a second one)", "cpu",
+           ("tests/test_deliver.py::"
+            "test_inductor_warm_up_leaves_delivered_gradients_in_the_buffer",)),
     Mutant("cudnn-attention-route-ignores-cost", "fxslots/attention.py",
            "MAX_FLOPS_CUDNN = {torch.float16: 16e6, torch.bfloat16: 16e6}",
            "MAX_FLOPS_CUDNN = {torch.float16: 16e12, torch.bfloat16: 16e12}",
