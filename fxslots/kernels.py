@@ -131,9 +131,20 @@ def kernels_for(options: Options, gm: fx.GraphModule, example_inputs: Any, what:
     ``lazily``: at its first call (``Lazily``)."""
     if options.kernels != "inductor":
         return gm
-    if lazily:
+    if lazily and not _symbolic(example_inputs):
         return Lazily(lambda: compile_graph(gm, example_inputs, what, options, **kw), gm)
     return compile_graph(gm, example_inputs, what, options, **kw) or gm
+
+
+def _symbolic(example_inputs: Any) -> bool:
+    """Whether a graph's inputs have a symbolic size: the guards Inductor adds on it count
+    only while Dynamo compiles the frame (its shape environment is frozen after, and a later
+    guard is dropped: a backward compiled at its first call ran a CPU reduction without its
+    long-reduction guard, off torch.compile's by 10x at another size; review of session 25).
+    AOTAutograd compiles such a backward up front for the same reason; so does fxslots."""
+    return any(isinstance(d, torch.SymInt) for x in example_inputs
+               for d in ((x,) if not isinstance(x, torch.Tensor)
+                         else (*x.shape, *x.stride(), x.storage_offset())))
 
 
 def compile_twin(twin: Any, example_inputs: Any, what: str, options: Options,
@@ -144,7 +155,7 @@ def compile_twin(twin: Any, example_inputs: Any, what: str, options: Options,
     a ``Lazily`` that compiles at its first call and runs the ATen graph if that fails."""
     buffers = list(twin.graph.graph.find_nodes(op="placeholder"))[len(example_inputs):]
     inputs = list(example_inputs) + [b.meta["val"] for b in buffers]
-    if lazily:
+    if lazily and not _symbolic(inputs):
         return dataclasses.replace(twin, kernel=Lazily(lambda: compile_graph(
             twin.graph, inputs, what, options, is_backward=True, instead=instead), twin.graph))
     run = compile_graph(twin.graph, inputs, what, options, is_backward=True, instead=instead)

@@ -12,10 +12,12 @@ import gc
 
 import pytest
 import torch
+from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 import fxslots
 from examples.models import MLP
+from fxslots import kernels
 from tests.test_graph_executor_cpu import _StandInGraph, stand_in_graphs  # noqa: F401
 
 
@@ -163,6 +165,29 @@ def test_inductor_compiles_a_backward_at_its_first_call():
         assert torch.equal(a.grad, b.grad)
 
 
+def test_a_backward_of_symbolic_shape_is_compiled_up_front():
+    """With dynamic shapes the backward is compiled while Dynamo compiles the frame, as
+    AOTAutograd does: Inductor's guards on a symbolic size hold only then. Compiled at its
+    first call, at 8 rows, its CPU reduction dropped the guard for long reductions and was
+    used at 200000, off torch.compile's bias gradient (and 7x further from float64)."""
+    torch.manual_seed(0)
+    ref = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 16))
+    m = copy.deepcopy(ref)
+    c = torch.compile(m, backend="fxslots", options={"slots": 2, "kernels": "inductor"},
+                      dynamic=True)
+    r = torch.compile(ref, dynamic=True)
+    for n in (8, 200000):
+        x, w = torch.randn(n, 16), torch.randn(n, 16) * 1e3
+        (c(x) * w).sum().backward()
+        (r(x) * w).sum().backward()
+        for a, b in zip(m.parameters(), ref.parameters(), strict=True):
+            assert torch.equal(a.grad, b.grad), n
+        m.zero_grad(set_to_none=True)
+        ref.zero_grad(set_to_none=True)
+    variants = [v for r in fxslots.regions() for v in r.live_variants()]
+    assert variants and not any(isinstance(v.backward_kernel, kernels.Lazily) for v in variants)
+
+
 def test_a_backward_compiled_in_its_warm_up_is_captured_next(stand_in_graphs, monkeypatch):  # noqa: F811
     """The accumulating backward compiles in its warm-up (the uncaptured first run); the
     executor counts that compile as seen, so the next accumulating backward is captured, not
@@ -207,6 +232,10 @@ def test_a_backward_inductor_cannot_compile_at_its_first_call_runs_its_aten_grap
         loss.backward()
     ref(x).sum().backward()
     assert not _variant().backward_kernel.compiled
+    # what runs now is known as the ATen graph it is (the executor names its nodes)
+    from fxslots.runtime.variant import Direction
+
+    assert isinstance(_variant().runner(Direction.BACKWARD), torch.fx.GraphModule)
     for a, b in zip(m.parameters(), ref.parameters(), strict=True):
         torch.testing.assert_close(a.grad, b.grad, rtol=1e-5, atol=1e-6)
 

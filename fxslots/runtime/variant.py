@@ -118,13 +118,13 @@ class Variant:
             return (self.deliver_forward.graph if deliver
                     else self.forward_kernel or self.forward_graph)
         if accumulate:
-            return ((captured and self.accumulate.captured) or self.accumulate.kernel
+            return ((captured and self.accumulate.captured) or _ran(self.accumulate.kernel)
                     or self.accumulate.graph)
         if deliver == BORROWS:
             return self.deliver.overlay.graph
         if deliver:
             return self.deliver.kernel or self.deliver.graph
-        return self.backward_kernel or self.backward_graph
+        return _ran(self.backward_kernel) or self.backward_graph
 
     def kept_grads(self, key: Any) -> tuple[int, ...] | None:
         """The outputs of the run of a ``CaptureKey`` that are parameters' gradients autograd
@@ -291,3 +291,9 @@ def boxed(fn: Callable[[list[Any]], Any]) -> Callable[[list[Any]], Any]:
         return fn(list(args))
 
     return _torch.mark_boxed(call)
+
+
+def _ran(kernel: Any) -> Any:
+    """A ``kernels.Lazily`` that has run: what it runs (Inductor's code, or the ATen graph it
+    fell back to, which the executor then knows as a graph: nodes named in a failed capture)."""
+    return getattr(kernel, "run", None) or kernel

@@ -633,8 +633,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "window", "cpu",
            ("tests/test_offload.py::test_reloads_wait_for_room_in_the_window",)),
     Mutant("uncaptured-backward-adds-in-groups", VARIANT,
-           "((captured and self.accumulate.captured) or self.accumulate.kernel",
-           "(self.accumulate.captured or self.accumulate.kernel",
+           "((captured and self.accumulate.captured) or _ran(self.accumulate.kernel)",
+           "(self.accumulate.captured or _ran(self.accumulate.kernel)",
            "an uncaptured accumulating backward adds at its end: one that raises part-way adds "
            "nothing", "cpu",
            ("tests/test_accumulate.py::"
@@ -1033,6 +1033,19 @@ MUTANTS: tuple[Mutant, ...] = (
            "(not copied into a second one)", "cpu",
            ("tests/test_deliver.py::"
             "test_inductor_warm_up_leaves_delivered_gradients_in_the_buffer",)),
+    Mutant("lazy-compile-at-symbolic-shape", "fxslots/kernels.py",
+           "    return any(isinstance(d, torch.SymInt) for x in example_inputs",
+           "    return False and any(isinstance(d, torch.SymInt) for x in example_inputs",
+           "a backward of symbolic shape is compiled while Dynamo compiles the frame (Inductor's "
+           "guards on it are dropped after)", "cpu",
+           ("tests/test_accumulate.py::test_a_backward_of_symbolic_shape_is_compiled_up_front",)),
+    Mutant("lazy-fallback-not-a-graph", "fxslots/runtime/variant.py",
+           "    return getattr(kernel, \"run\", None) or kernel",
+           "    return kernel",
+           "a backward that fell back to its ATen graph at its first call runs as that graph "
+           "(the executor names its nodes)", "cpu",
+           ("tests/test_accumulate.py::"
+            "test_a_backward_inductor_cannot_compile_at_its_first_call_runs_its_aten_graph",)),
     Mutant("cudnn-attention-route-ignores-cost", "fxslots/attention.py",
            "MAX_FLOPS_CUDNN = {torch.float16: 16e6, torch.bfloat16: 16e6}",
            "MAX_FLOPS_CUDNN = {torch.float16: 16e12, torch.bfloat16: 16e12}",
