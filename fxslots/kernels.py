@@ -131,9 +131,16 @@ def kernels_for(options: Options, gm: fx.GraphModule, example_inputs: Any, what:
     ``lazily``: at its first call (``Lazily``)."""
     if options.kernels != "inductor":
         return gm
+    return _compiled(gm, example_inputs, what, options, lazily, **kw) or gm
+
+
+def _compiled(gm: fx.GraphModule, example_inputs: Any, what: str, options: Options,
+              lazily: bool, **kw: Any) -> Callable[..., Any] | None:
+    """``compile_graph``'s result now, or a ``Lazily`` for it (running ``gm`` if it fails)
+    where ``lazily`` and no input has a symbolic size (``_symbolic``)."""
     if lazily and not _symbolic(example_inputs):
         return Lazily(lambda: compile_graph(gm, example_inputs, what, options, **kw), gm)
-    return compile_graph(gm, example_inputs, what, options, **kw) or gm
+    return compile_graph(gm, example_inputs, what, options, **kw)
 
 
 def _symbolic(example_inputs: Any) -> bool:
@@ -155,11 +162,8 @@ def compile_twin(twin: Any, example_inputs: Any, what: str, options: Options,
     a ``Lazily`` that compiles at its first call and runs the ATen graph if that fails."""
     buffers = list(twin.graph.graph.find_nodes(op="placeholder"))[len(example_inputs):]
     inputs = list(example_inputs) + [b.meta["val"] for b in buffers]
-    if lazily and not _symbolic(inputs):
-        return dataclasses.replace(twin, kernel=Lazily(lambda: compile_graph(
-            twin.graph, inputs, what, options, is_backward=True, instead=instead), twin.graph))
-    run = compile_graph(twin.graph, inputs, what, options, is_backward=True, instead=instead)
-    return dataclasses.replace(twin, kernel=run)
+    return dataclasses.replace(twin, kernel=_compiled(
+        twin.graph, inputs, what, options, lazily, is_backward=True, instead=instead))
 
 
 class Lazily:

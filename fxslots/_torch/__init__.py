@@ -273,8 +273,8 @@ from .autograd import (  # noqa: E402
     running_accumulators, runs_in_this_backward, saved_tensors_watched,
 )
 from .compiling import (  # noqa: E402
-    compile_contexts, declare_no_donated_buffers, forget_saved_dynamism, is_dynamo_signal, real_tensors,
-    tracing_static_input_indices,
+    compile_contexts, declare_no_donated_buffers, forget_saved_dynamism, is_dynamo_signal,
+    real_tensors, tracing_static_input_indices,
 )
 from .shapes import declares_ranges, frame_compiles, guard_at_most, recompile_limit  # noqa: E402
 from .shapes import symbol_guards, symbol_range  # noqa: E402
