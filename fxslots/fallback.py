@@ -4,10 +4,11 @@ count it."""
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 from . import _torch, state
 from .errors import UnsupportedGraphError
+from .passes.observe import failure_reason
 
 
 def fall_back(reason: str, strict: bool) -> None:
@@ -27,6 +28,18 @@ def go_without(reason: str, strict: bool) -> None:
     attention kernel) is not used because of ``reason``; the plain form does its work. Raises
     in strict mode."""
     _report("twin_fallbacks", f"fxslots: training goes on without {reason}", strict)
+
+
+def or_without(make: Callable[[], Any], what: str, instead: str, strict: bool) -> Any:
+    """``make()``, or None, with a warning naming ``what`` and the cause, when it fails: these
+    graphs only spare work the plain backward does anyway; one must never stop training."""
+    try:
+        return make()
+    except UnsupportedGraphError:  # strict=True, from inside: raised already
+        raise
+    except Exception as e:  # noqa: BLE001 - a pass failing on a graph it did not foresee
+        go_without(f"{what}: {failure_reason(e)}; {instead}", strict)
+        return None
 
 
 def _report(counter: str, msg: str, strict: bool) -> None:

@@ -21,7 +21,7 @@ import sympy
 import torch
 import torch.fx as fx
 
-from . import _torch, state
+from . import _torch, ops, state
 from .errors import UnsupportedGraphError, gist
 from .options import Options
 from .passes.audit import audit_forward
@@ -106,9 +106,12 @@ def compile_forward(variant: Any, fw: fx.GraphModule, example_inputs: Any, stati
 
 def compile_graph(gm: fx.GraphModule, example_inputs: Any, what: str, options: Options, *,
                   is_backward: bool = False, is_inference: bool = False,
-                  instead: str = "it runs with ATen kernels") -> Callable[..., Any] | None:
+                  instead: str = "it runs with ATen kernels",
+                  last_pass: Callable[[fx.Graph], None] | None = None
+                  ) -> Callable[..., Any] | None:
     """Inductor's compile of a graph fxslots does not rewrite (a backward, an inference graph,
-    a forward that runs without slots); None when Inductor cannot take it."""
+    a forward that runs without slots); None when Inductor cannot take it. ``last_pass``: run
+    on the graph Inductor lowers (``_torch.inductor_compile``)."""
     try:
         gm = copy_graph(gm)  # Inductor's passes rewrite the graph; the ATen one must survive
         lower_streams(gm)
@@ -116,8 +119,10 @@ def compile_graph(gm: fx.GraphModule, example_inputs: Any, what: str, options: O
         # No static inputs: saved tensors arrive as slot views whose alignment the example
         # inputs may not show; Inductor then checks (and copies a misaligned one) at each call.
         state.counters["inductor_compiles"] += 1
+        _torch.lower_after_reads(ops.fence)
         compiled = _torch.inductor_compile(gm, list(example_inputs), static_input_idxs=[],
-                                           is_backward=is_backward, is_inference=is_inference)
+                                           is_backward=is_backward, is_inference=is_inference,
+                                           last_pass=last_pass)
     except Exception as e:  # noqa: BLE001 - Inductor's failures are many; each falls back
         _inductor_failed(what, e, options.strict, instead)
         return None
@@ -155,7 +160,8 @@ def _symbolic(example_inputs: Any) -> bool:
 
 
 def compile_twin(twin: Any, example_inputs: Any, what: str, options: Options,
-                 instead: str = "it runs with ATen kernels", lazily: bool = False) -> Any:
+                 instead: str = "it runs with ATen kernels", lazily: bool = False,
+                 last_pass: Callable[[fx.Graph], None] | None = None) -> Any:
     """``twin`` (a ``runtime.variant.Accumulate`` or ``Deliver``: a backward graph that takes
     buffers after the backward's own inputs) with Inductor's code for its graph in ``kernel``;
     None there when Inductor cannot take it (``instead`` says what happens then). ``lazily``:
@@ -163,7 +169,8 @@ def compile_twin(twin: Any, example_inputs: Any, what: str, options: Options,
     buffers = list(twin.graph.graph.find_nodes(op="placeholder"))[len(example_inputs):]
     inputs = list(example_inputs) + [b.meta["val"] for b in buffers]
     return dataclasses.replace(twin, kernel=_compiled(
-        twin.graph, inputs, what, options, lazily, is_backward=True, instead=instead))
+        twin.graph, inputs, what, options, lazily, is_backward=True, instead=instead,
+        last_pass=last_pass))
 
 
 class Lazily:

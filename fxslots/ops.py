@@ -125,3 +125,8 @@ reload = _define("reload(Tensor[] members, Device device) -> Tensor[]", _reload,
 reload_span = _define("reload_span(Tensor[] members, Device device) -> Tensor", _reload_span,
                       _reload_span_fake)
 reload_join = _define("reload_join(Tensor(a!)[] members) -> ()", _reload_join)
+# Writes nothing: it declares ``buffer`` and ``dead`` written so that Inductor runs it after
+# every read of ``dead`` and before the next write of ``buffer`` (``passes/fence.py``: a
+# gradient computed into arena bytes it shares with them). Inductor lowers it after realizing
+# every pending read of ``dead`` (``_torch.lower_after_reads``).
+fence = _define("fence(Tensor(a!) buffer, Tensor(b!)[] dead) -> ()", _nothing)

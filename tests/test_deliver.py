@@ -110,7 +110,8 @@ def test_inductor_warm_up_leaves_delivered_gradients_in_the_buffer(stand_in_grap
     """Inductor's delivering twin delivers in its warm-up too: the gradients it wrote into the
     region's output buffer stay there (compacted into a second buffer, llama-large held its
     0.92 GiB of gradients twice at the end of its warm-up, H200 run 40b); the steps after
-    replay into the same place, and every step is torch.compile's, bitwise."""
+    replay into the same place, and every step is torch.compile's, bitwise. (With
+    ``grads_in_arena``, the steps after the first go into the arena: tests/test_fence.py.)"""
     fresh = []
     real = staging.fresh_views
     monkeypatch.setattr(staging, "fresh_views", lambda *a: fresh.append(a) or real(*a))
@@ -118,7 +119,8 @@ def test_inductor_warm_up_leaves_delivered_gradients_in_the_buffer(stand_in_grap
     m = MLP(16, 32, 3)
     ref = MLP(16, 32, 3)
     ref.load_state_dict(m.state_dict())
-    c = torch.compile(m, backend="fxslots", options={"slots": 1, "kernels": "inductor"})
+    c = torch.compile(m, backend="fxslots", options={"slots": 1, "kernels": "inductor",
+                                                     "grads_in_arena": False})
     r = torch.compile(ref)
     addresses = []
     for _ in range(4):

@@ -53,6 +53,7 @@ __all__ = [
     "forget_saved_dynamism",
     "overlaps",
     "foreach_copy_",
+    "lower_after_reads",
     "accumulating_grads",
     "CheckedGrads",
     "running_accumulators",
@@ -284,5 +285,6 @@ from .inductor import (  # noqa: E402 - below the helpers they use
     inductor_falls_back,
     inductor_joint_passes,
     inductor_output_code,
+    lower_after_reads,
     tracing_fake_mode,
 )

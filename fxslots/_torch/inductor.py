@@ -33,9 +33,13 @@ def inductor_joint_passes(joint: Any) -> Any:
 
 
 def inductor_compile(gm: Any, example_inputs: list[Any], *, static_input_idxs: list[int],
-                     is_backward: bool = False, is_inference: bool = False) -> Any:
+                     is_backward: bool = False, is_inference: bool = False,
+                     last_pass: Callable[[Any], None] | None = None) -> Any:
     """Inductor's compile of one already-partitioned graph, with its own CUDA graphs off
-    (fxslots captures). The result takes its arguments as one list, which it empties."""
+    (fxslots captures). The result takes its arguments as one list, which it empties.
+    ``last_pass``: run on the graph Inductor lowers, after its own post-grad passes and any
+    the user set (its config's ``post_grad_custom_post_pass``); Inductor then compiles the
+    graph afresh rather than from its cache, which would skip the pass."""
     from torch._inductor import compile_fx, config
     from torch._inductor.utils import BoxedBool
 
@@ -48,11 +52,47 @@ def inductor_compile(gm: Any, example_inputs: list[Any], *, static_input_idxs: l
     # 'in_ptr1' at its first launch, H200 run 19): one kernel per tensor there instead.
     if "combo_kernel_foreach_dynamic_shapes" in config._config:
         patch["combo_kernel_foreach_dynamic_shapes"] = False
+    if last_pass is not None:
+        patch["post_grad_custom_post_pass"] = _after(config.post_grad_custom_post_pass,
+                                                     last_pass)
     with config.patch(patch):
         return compile_fx.compile_fx_inner(
             gm, example_inputs, cudagraphs=BoxedBool(False),
             static_input_idxs=static_input_idxs, is_backward=is_backward,
             is_inference=is_inference)
+
+
+def _after(user: Any, last: Callable[[Any], None]) -> Callable[[Any], None]:
+    """One post-grad pass: the user's (one, or a list: 2.13 takes either), then ``last``."""
+    first = () if user is None else tuple(user) if isinstance(user, (list, tuple)) else (user,)
+
+    def both(graph: Any) -> None:
+        for p in first:
+            p(graph)
+        last(graph)
+
+    return both
+
+
+def lower_after_reads(op: Any) -> None:
+    """Have Inductor lower ``op`` (``op(buffer, dead)``, declaring both written) as its call,
+    once every pending read of ``dead`` is realized. Inductor's own lowering of a call that
+    writes a graph input registers the call first and realizes the input's pending readers
+    (values it would compute later, inside the kernels that use them) only then, after it:
+    a value read from ``dead`` before the call was computed after it (CPU, torch 2.13)."""
+    from torch._inductor import lowering
+    from torch._inductor.virtualized import V
+
+    if op in lowering.lowerings:
+        return
+    call = lowering.fallback_handler(op, add_to_fallback_set=False)
+
+    def lower(buffer: Any, dead: list[Any]) -> Any:
+        for t in dead:
+            V.graph.mark_buffer_mutated(t.get_name())  # realizes its pending readers
+        return call(buffer, dead)
+
+    lowering.register_lowering(op, type_promotion_kind=None)(lower)
 
 
 def inductor_output_code(compiled: Any) -> str:

@@ -26,10 +26,11 @@ from ..costs import allocated_bytes
 from ..overlay import END, NEVER
 
 
-def read_lifetimes(gm: fx.GraphModule, n_buffers: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def read_lifetimes(gm: fx.GraphModule | fx.Graph, n_buffers: int
+                   ) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(last read of each argument placeholder, first write of each of the ``n_buffers``
     buffer placeholders that come last)."""
-    nodes = list(gm.graph.nodes)
+    nodes = list(gm.graph.nodes if isinstance(gm, fx.GraphModule) else gm.nodes)
     pos = {n: i for i, n in enumerate(nodes)}
     placeholders = [n for n in nodes if n.op == "placeholder"]
     args = placeholders[:len(placeholders) - n_buffers]

@@ -359,8 +359,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "one compiled graph serving several parameter sets (a rank's pipeline chunks) keeps "
            "a capture per set", "cpu",
            ("tests/test_pipeline_schedules.py::test_a_steady_pipeline_captures_nothing",)),
-    Mutant("failing-twin-crashes", "fxslots/grads.py",
-           "        go_without(f\"{what}: {failure_reason(e)}; {instead}\", options.strict)",
+    Mutant("failing-twin-crashes", "fxslots/fallback.py",
+           "        go_without(f\"{what}: {failure_reason(e)}; {instead}\", strict)",
            "        raise",
            "a backward twin's pass failing on an unforeseen graph falls back with a warning",
            "cpu", ("tests/test_deliver.py::test_a_failing_delivery_pass_falls_back_with_a_warning",)),
@@ -1136,4 +1136,37 @@ MUTANTS: tuple[Mutant, ...] = (
            "rebinding ``out`` does, and captures the graphs that loop replays", "cpu",
            ("tests/test_deliver_forward.py::"
             "test_a_loop_that_holds_its_output_stages_tangents_in_the_other_buffer",)),
+    Mutant("fence-lowered-as-a-call", "fxslots/_torch/inductor.py",
+           "            V.graph.mark_buffer_mutated(t.get_name())  # realizes its pending readers",
+           "            pass",
+           "Inductor computes a value still pending on a fenced saved tensor before the fence "
+           "(lowered as a plain call, it computed it after, over the gradient)", "cpu",
+           ("tests/test_fence.py::"
+            "test_inductor_reads_a_saved_tensor_before_a_fenced_gradient_takes_its_bytes",)),
+    Mutant("gradients-written-unfenced", "fxslots/passes/fence.py",
+           "        if dead:",
+           "        if False:",
+           "under Inductor a gradient written over saved bytes is fenced after their last reads",
+           "cpu", ("tests/test_fence.py::"
+                   "test_inductor_reads_a_saved_tensor_before_a_fenced_gradient_takes_its_bytes",)),
+    Mutant("fences-not-chained", "fxslots/passes/fence.py",
+           "        chain = new[-1] if new else chain",
+           "        chain = None",
+           "each fence declares one tensor an earlier fence did, so that it comes after it",
+           "cpu", ("tests/test_fence.py::"
+                   "test_a_fence_declares_the_groups_dead_before_its_write_and_chains_to_the_last",)),
+    Mutant("misaligned-group-fenced", "fxslots/in_arena.py",
+           "p.storage_start % 16 == 0}",
+           "p.storage_start % 1 == 0}",
+           "a group whose tensors Inductor may realign (and copy back over a gradient) never "
+           "lends bytes under Inductor", "cpu",
+           ("tests/test_fence.py::"
+            "test_only_groups_whose_tensors_keep_their_alignment_may_be_fenced",)),
+    Mutant("fences-planned-before-inductor-rewrites", "fxslots/_torch/inductor.py",
+           "        patch[\"post_grad_custom_post_pass\"] = _after(",
+           "        patch[\"post_grad_custom_pre_pass\"] = _after(",
+           "gradient writes are fenced on the graph Inductor lowers, after its rewrites (its mm "
+           "+ add fusion moved a read of a saved activation past a gradient over its bytes)",
+           "cpu", ("tests/test_fence.py::"
+                   "test_inductor_gradients_in_the_arena_bitwise_torch_compile[gpt]",)),
 )
