@@ -17,7 +17,7 @@ from .geometry import span_elements
 from .options import Options
 from .overlay import END, NEVER, Overlay
 from .passes.borrow import borrow_arena, borrowable, reinplace, reinplaceable
-from .passes.fence import fence_writes, plan_fences
+from .passes.fence import computed_at, fence_writes, plan_fences
 from .passes.lifetimes import read_lifetimes
 from .passes.observe import observe
 from .runtime.layout import STAGED, layout_of
@@ -52,7 +52,8 @@ class Fencing:
         self.overlay: Overlay | None = None
 
     def __call__(self, graph: fx.Graph) -> None:
-        reads, writes = read_lifetimes(graph, self.n_buffers)
+        reads, firsts = read_lifetimes(graph, self.n_buffers)
+        writes = computed_at(graph, firsts)
         by_group = {g: (at if g in self.fenceable else END)
                     for g, at in _by_group(reads, self.groups).items()}
         args: list[int | None] = [None] * len(reads)

@@ -5,7 +5,10 @@ with the stand-in graph, bitwise against ``torch.compile``."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import logging
+import re
 
 import pytest
 import sympy
@@ -16,12 +19,13 @@ from torch import nn
 from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
 import fxslots
+from examples.llama import SIZES, Llama, batch
 from examples.models import GPT, MLP
 from fxslots import kernels, ops
 from fxslots.options import Options
 from fxslots.overlay import END, NEVER
 from fxslots.in_arena import Fencing, _fenceable
-from fxslots.passes.fence import fence_writes, plan_fences
+from fxslots.passes.fence import computed_at, fence_writes, plan_fences
 from fxslots.printing import format_graph
 from fxslots.schemas import ArenaPlan, Placement, Write
 from tests.helpers import assert_same, run
@@ -67,6 +71,19 @@ def test_only_groups_whose_tensors_keep_their_alignment_may_be_fenced():
                      sympy.Integer(2048), sympy.Integer(0), 512, 2048)
     assert _fenceable(plan) == {0, 1}
     assert _fenceable(dataclasses.replace(plan, alignment=8)) == set()
+
+
+def test_a_copied_gradient_is_written_where_its_value_is_computed():
+    """Inductor stores a copied value from the kernel that computes it: its write (and fence)
+    comes at the value's producer, seen through views; an ``mm.out`` write, or a copy of an
+    input, at the write itself."""
+    gm = _hazard_graph(reduce=True)  # X, W, buf, mul, sum, expand, copy_, sum
+    assert computed_at(gm.graph, (6,)) == (4,)
+    assert computed_at(_hazard_graph().graph, (4,)) == (4,)
+    g = fx.Graph()
+    x, buf = g.placeholder("x"), g.placeholder("buf")
+    g.output((g.call_function(aten.copy_.default, (buf, x)),))
+    assert computed_at(g, (2,)) == (2,)
 
 
 def test_the_fenced_graph_puts_each_fence_right_before_its_write():
@@ -152,6 +169,31 @@ def test_inductor_gradients_in_the_arena_bitwise_torch_compile(stand_in_graphs, 
     exact = name == "mlp"
     assert_same(ours, run(model, "inductor", xs, sched, steps=4), exact=exact, atol=1e-6,
                 rtol=1e-6)
+
+
+def test_fences_cost_llama_no_kernel(stand_in_graphs, caplog):  # noqa: F811
+    """Inductor's fenced delivering backward of a Llama runs as many kernels, and allocates no
+    more buffers, than its unfenced one (a gradient fenced at its ``copy_`` rather than at its
+    producer was computed into a buffer of its own and copied: two more kernels here)."""
+    cfg = SIZES["llama-tiny"]
+    torch.manual_seed(0)
+    model, (x, y) = Llama(cfg), batch(cfg, 2, 32)
+    codes = {}
+    for arena in (True, False):
+        fxslots.reset()
+        caplog.clear()
+        m = copy.deepcopy(model)
+        f = torch.compile(m, backend="fxslots",
+                          options={"slots": 1, "kernels": "inductor", "grads_in_arena": arena})
+        with caplog.at_level(logging.DEBUG, logger="fxslots.kernels"):
+            f(x, y).backward()
+        (code,) = [r.getMessage() for r in caplog.records
+                   if r.getMessage().startswith("Inductor's code for the delivering")]
+        codes[arena] = code[code.index("def call("):]
+    count = {a: (len(re.findall(r"^\s+cpp_fused\w*\(", c, re.M)), c.count("empty_strided"))
+             for a, c in codes.items()}
+    assert "fxslots.fence.default(" in codes[True]
+    assert count[True][0] == count[False][0] and count[True][1] <= count[False][1], count
 
 
 def test_inductor_gradients_land_in_the_arena_and_stay_there(stand_in_graphs):  # noqa: F811

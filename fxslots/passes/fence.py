@@ -25,11 +25,15 @@ from __future__ import annotations
 
 from typing import Any, Hashable, Mapping, Sequence
 
+import torch
 import torch.fx as fx
 
-from .. import ops
+from .. import _torch, ops
 from ..overlay import END, NEVER
 from ..schemas import SLOT_META
+
+
+_COPY = torch.ops.aten.copy_.default
 
 
 def plan_fences(writes: Sequence[int], reads: Mapping[Hashable, int],
@@ -50,6 +54,25 @@ def plan_fences(writes: Sequence[int], reads: Mapping[Hashable, int],
         declared.update(new)
         chain = new[-1] if new else chain
     return tuple(fences)
+
+
+def computed_at(graph: fx.Graph, writes: Sequence[int]) -> tuple[int, ...]:
+    """Where each gradient's write may happen in Inductor's code, by position in ``graph``
+    (whose ``len(writes)`` last placeholders are the gradients' buffers; ``writes``: each
+    one's first user): a ``copy_`` of a computed value is stored by the kernel that computes
+    it, so its write comes at that value's producer (seen through views). Fenced at the
+    ``copy_`` instead, the value read tensors the fence declared dead, and Inductor computed it
+    into a buffer of its own and copied that: one more kernel and a copy of the gradient."""
+    nodes = list(graph.nodes)
+    pos = {n: i for i, n in enumerate(nodes)}
+    out = []
+    for w in writes:
+        node = nodes[w] if w < len(nodes) else None
+        src = node.args[1] if node is not None and node.target is _COPY else None
+        while isinstance(src, fx.Node) and _torch.returns_view(src.target):
+            src = src.args[0]
+        out.append(pos[src] if isinstance(src, fx.Node) and src.op == "call_function" else w)
+    return tuple(out)
 
 
 def fence_writes(graph: fx.Graph, writes: Sequence[int], fences: Sequence[tuple[int, ...]]

@@ -1169,4 +1169,10 @@ MUTANTS: tuple[Mutant, ...] = (
            "+ add fusion moved a read of a saved activation past a gradient over its bytes)",
            "cpu", ("tests/test_fence.py::"
                    "test_inductor_gradients_in_the_arena_bitwise_torch_compile[gpt]",)),
+    Mutant("copy-fenced-at-the-copy", "fxslots/passes/fence.py",
+           "        src = node.args[1] if node is not None and node.target is _COPY else None",
+           "        src = None",
+           "a copied gradient is fenced at its value's producer, so that Inductor still stores "
+           "it from the kernel that computes it (no buffer of its own, no copy kernel)", "cpu",
+           ("tests/test_fence.py::test_fences_cost_llama_no_kernel",)),
 )
