@@ -8,6 +8,7 @@ serves Inductor's, which do not unless fenced (``passes/fence.py``).
 from __future__ import annotations
 
 import dataclasses
+import logging
 
 import sympy
 import torch.fx as fx
@@ -23,6 +24,8 @@ from .passes.observe import observe
 from .runtime.layout import STAGED, layout_of
 from .runtime.variant import Deliver
 from .schemas import ArenaPlan, SavedSet, Write
+
+log = logging.getLogger(__name__)
 
 
 def fencing(d: Deliver, saved: SavedSet, plan: ArenaPlan, options: Options
@@ -64,6 +67,7 @@ class Fencing:
         observe("fence_writes", fence_writes, graph, writes, fences,
                 summary=lambda _: f"{sum(map(bool, fences))} of {len(fences)} gradient writes "
                                   f"fenced after the last reads of the bytes they may take")
+        log.debug("the fenced graph Inductor lowers:\n%s", graph)
         self.overlay = Overlay(by_group, writes, self.nbytes)
 
 
