@@ -146,6 +146,17 @@ def _pair(seed=0, d=64, layers=6):
     return m, e
 
 
+def _compiled(m, e, kernels):
+    """``m`` compiled by fxslots (one slot) with ``kernels``, and what its gradients match
+    bitwise: ``e`` itself under ATen kernels, ``torch.compile(e)`` under Inductor's
+    (tests/test_fence.py has the rest of Inductor's case)."""
+    c = torch.compile(m, backend="fxslots", options={"slots": 1, "kernels": kernels})
+    return c, (e if kernels == "aten" else torch.compile(e))
+
+
+KERNELS = pytest.mark.parametrize("kernels", ["aten", "inductor"])
+
+
 def test_a_loop_that_drops_gradients_gets_them_in_the_arena_bitwise(stand_in_graphs):  # noqa
     m, e = _pair()
     c = torch.compile(m, backend="fxslots", options={"slots": 1})
@@ -176,13 +187,15 @@ def test_a_loop_that_drops_gradients_gets_them_in_the_arena_bitwise(stand_in_gra
     assert fxslots.counters["grad_bytes_in_arena"] > 0
 
 
-def test_a_loop_that_accumulates_never_puts_gradients_in_the_arena(stand_in_graphs):  # noqa
+@KERNELS
+def test_a_loop_that_accumulates_never_puts_gradients_in_the_arena(stand_in_graphs,  # noqa
+                                                                    kernels):
     m, e = _pair()
-    c = torch.compile(m, backend="fxslots", options={"slots": 1})
+    c, ref = _compiled(m, e, kernels)
     for step in range(4):
         for _ in range(2):  # two microbatches, one .grad
             x = torch.randn(256, 64)
-            _both(c, e, x)
+            _both(c, ref, x)
         _same_grads(m, e, step)
         _drop(m, e)
     (region,) = fxslots.regions()
@@ -190,19 +203,20 @@ def test_a_loop_that_accumulates_never_puts_gradients_in_the_arena(stand_in_grap
     assert fxslots.counters["grad_bytes_in_arena"] == 0
 
 
+@KERNELS
 def test_gradients_kept_past_the_next_forward_move_the_arena_not_the_gradients(
-        stand_in_graphs):  # noqa: F811
+        stand_in_graphs, kernels):  # noqa: F811
     """The loop drops gradients for three steps, then keeps one step's past the next forward:
     that forward takes a new arena (the old one stays the gradients'), which keep their
     values; from then on gradients get a buffer of their own."""
     m, e = _pair()
-    c = torch.compile(m, backend="fxslots", options={"slots": 1})
+    c, ref = _compiled(m, e, kernels)
     for _ in range(3):
         x = torch.randn(256, 64)
-        _both(c, e, x)
+        _both(c, ref, x)
         _drop(m, e)
     x = torch.randn(256, 64)
-    _both(c, e, x)
+    _both(c, ref, x)
     (region,) = fxslots.regions()
     slot, lo, hi = _arena_of(region)
     kept = [p.grad for p in m.parameters()]
@@ -210,7 +224,7 @@ def test_gradients_kept_past_the_next_forward_move_the_arena_not_the_gradients(
     assert any(_in(lo, hi, g) for g in kept)
     for _ in range(3):  # more microbatches into the same .grad: they now add into it
         x = torch.randn(256, 64)
-        _both(c, e, x)
+        _both(c, ref, x)
     assert region.ring.evictions == 1 and not region.grads_in_arena()
     _same_grads(m, e)
     # The gradients stayed where they were (the old arena, kept for them while they live).
@@ -316,12 +330,16 @@ def test_a_loop_seen_keeping_gradients_stops_before_it_must_evict(stand_in_graph
     assert region.ring.evictions == 0 and fxslots.counters["grad_bytes_in_arena"] > 0
 
 
-def test_retain_graph_keeps_the_saved_bytes_it_reads_again(stand_in_graphs):  # noqa: F811
+@KERNELS
+def test_retain_graph_keeps_the_saved_bytes_it_reads_again(stand_in_graphs,  # noqa: F811
+                                                           kernels, monkeypatch):
+    # torch.compile's own backward refuses retain_graph=True over buffers it donates
+    monkeypatch.setattr(torch._functorch.config, "donated_buffer", False)
     m, e = _pair()
-    c = torch.compile(m, backend="fxslots", options={"slots": 1})
+    c, ref = _compiled(m, e, kernels)
     for step in range(5):
         x = torch.randn(256, 64)
-        out, want = c(x).sum(), e(x).sum()
+        out, want = c(x).sum(), ref(x).sum()
         out.backward(retain_graph=step == 4)
         want.backward(retain_graph=step == 4)
         if step == 4:  # the second backward reads the same saved tensors
