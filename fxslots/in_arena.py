@@ -13,7 +13,8 @@ import logging
 import sympy
 import torch.fx as fx
 
-from .fallback import or_without
+from . import _torch
+from .fallback import go_without, or_without
 from .geometry import span_elements
 from .options import Options
 from .overlay import END, NEVER, Overlay
@@ -30,9 +31,15 @@ log = logging.getLogger(__name__)
 
 def fencing(d: Deliver, saved: SavedSet, plan: ArenaPlan, options: Options
             ) -> "Fencing | None":
-    """The pass that lets Inductor's form of ``d`` write its gradients into the arena, or None
-    (the option off)."""
+    """The pass that lets Inductor's form of ``d`` write its gradients into the arena, or None:
+    the option off, or Inductor might not keep the fences' order (``_torch.fence_hazard``)."""
     if not options.grads_in_arena:
+        return None
+    hazard = _torch.fence_hazard()
+    if hazard is not None:
+        go_without(f"gradients in the arena under kernels=\"inductor\": {hazard}; they keep "
+                   f"the output buffer (grads_in_arena=False says so without this warning)",
+                   options.strict)
         return None
     groups = _groups_of_args(saved, plan)
     fenceable = _fenceable(plan)

@@ -196,6 +196,35 @@ def test_fences_cost_llama_no_kernel(stand_in_graphs, caplog):  # noqa: F811
     assert count[True][0] == count[False][0] and count[True][1] <= count[False][1], count
 
 
+def test_an_inductor_that_may_not_keep_the_fences_order_keeps_the_buffer(stand_in_graphs,  # noqa
+                                                                           monkeypatch):
+    """Where Inductor's memory reordering drops weak dependencies (fake ones, in a release
+    without a successor list for ordering), or it assumes inputs aligned, gradients keep their
+    buffer, with a warning that says why; the loop trains as before."""
+    from torch._inductor import config, memory
+
+    @dataclasses.dataclass
+    class Older:  # MemoryPlanningInfoForBuffer before Inductor kept ordering apart
+        size_alloc: int = 0
+        size_free: int = 0
+        succ_nodes: object = None
+
+    assert fxslots._torch.fence_hazard() is None
+    with pytest.MonkeyPatch.context() as older:
+        older.setattr(memory, "MemoryPlanningInfoForBuffer", Older)
+        older.setattr(config, "reorder_for_peak_memory", True)
+        assert "reorder_for_peak_memory=False" in fxslots._torch.fence_hazard()
+    monkeypatch.setattr(config, "assume_aligned_inputs", True)
+    torch.manual_seed(0)
+    model, xs = MLP(64, 64, 6), [torch.randn(256, 64)]
+    sched = [("F", 0), ("B", 0)]
+    with pytest.warns(UserWarning, match="assume_aligned_inputs"):
+        ours = run(model, "fxslots", xs, sched, steps=3,
+                   options={"slots": 1, "kernels": "inductor"})
+    assert fxslots.counters["grad_bytes_in_arena"] == 0
+    assert_same(ours, run(model, "inductor", xs, sched, steps=3))
+
+
 def test_inductor_gradients_land_in_the_arena_and_stay_there(stand_in_graphs):  # noqa: F811
     torch.manual_seed(0)
     m, ref = MLP(64, 64, 6), MLP(64, 64, 6)

@@ -53,7 +53,7 @@ __all__ = [
     "forget_saved_dynamism",
     "overlaps",
     "foreach_copy_",
-    "lower_after_reads",
+    "lower_after_reads", "fence_hazard",
     "accumulating_grads",
     "CheckedGrads",
     "running_accumulators",
@@ -285,6 +285,7 @@ from .inductor import (  # noqa: E402 - below the helpers they use
     inductor_falls_back,
     inductor_joint_passes,
     inductor_output_code,
+    fence_hazard,
     lower_after_reads,
     tracing_fake_mode,
 )

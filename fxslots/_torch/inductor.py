@@ -74,6 +74,37 @@ def _after(user: Any, last: Callable[[Any], None]) -> Callable[[Any], None]:
     return both
 
 
+def fence_hazard() -> str | None:
+    """Why Inductor, as installed and configured, might not keep a fence's order (``lower_
+    after_reads``), or None. A fence orders the reads before it by weak dependencies, which
+    Inductor later marked fake (not holding a buffer's memory): its memory-driven reordering
+    honours them only where it keeps a successor list for ordering apart. Inductor assuming
+    every input aligned skips the check that runs a misaligned written input on a copy copied
+    back (over a gradient); overlap scheduling re-sorts the graph by its data edges alone; a
+    compile in a child process runs without fxslots' pass and lowering."""
+    import dataclasses
+    import os
+
+    from torch._inductor import config, dependencies, memory
+
+    fake = "is_fake" in {f.name for f in dataclasses.fields(dependencies.WeakDep)}
+    split = "succ_nodes_for_ordering" in {
+        f.name for f in dataclasses.fields(memory.MemoryPlanningInfoForBuffer)}
+    if fake and not split and getattr(config, "reorder_for_peak_memory", False):
+        return (f"torch {torch.__version__}'s Inductor may reorder for memory across the "
+                f"weak dependencies a fence adds (set torch._inductor.config."
+                f"reorder_for_peak_memory=False to keep them)")
+    if getattr(config, "assume_aligned_inputs", False):
+        return "torch._inductor.config.assume_aligned_inputs is set"
+    dist = getattr(config, "aten_distributed_optimizations", None)
+    if getattr(dist, "enable_overlap_scheduling", False):
+        return "Inductor's overlap scheduling is on (aten_distributed_optimizations)"
+    mode = os.environ.get("TORCHINDUCTOR_FX_COMPILE_MODE", "normal").lower()
+    if "async" in mode or "progressive" in mode or "subprocess" in mode:
+        return f"TORCHINDUCTOR_FX_COMPILE_MODE={mode} compiles in another process"
+    return None
+
+
 def lower_after_reads(op: Any) -> None:
     """Have Inductor lower ``op`` (``op(buffer, dead)``, declaring both written) as its call,
     once every pending read of ``dead`` is realized. Inductor's own lowering of a call that

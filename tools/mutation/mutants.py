@@ -1175,4 +1175,18 @@ MUTANTS: tuple[Mutant, ...] = (
            "a copied gradient is fenced at its value's producer, so that Inductor still stores "
            "it from the kernel that computes it (no buffer of its own, no copy kernel)", "cpu",
            ("tests/test_fence.py::test_fences_cost_llama_no_kernel",)),
+    Mutant("fence-order-unchecked", "fxslots/_torch/inductor.py",
+           "    if fake and not split and getattr(config, \"reorder_for_peak_memory\", False):",
+           "    if False:",
+           "gradients stay out of the arena under an Inductor whose memory reordering may drop a "
+           "fence's weak dependencies", "cpu",
+           ("tests/test_fence.py::"
+            "test_an_inductor_that_may_not_keep_the_fences_order_keeps_the_buffer",)),
+    Mutant("aligned-inputs-assumed-fenced", "fxslots/_torch/inductor.py",
+           "    if getattr(config, \"assume_aligned_inputs\", False):",
+           "    if False:",
+           "gradients stay out of the arena under Inductor when it assumes inputs aligned (a "
+           "misaligned written input is then run on a copy copied back over the gradient)", "cpu",
+           ("tests/test_fence.py::"
+            "test_an_inductor_that_may_not_keep_the_fences_order_keeps_the_buffer",)),
 )
