@@ -51,3 +51,10 @@ def gist(error: BaseException) -> str:
     if not lines:
         return ""
     return f"{lines[0]} ... {lines[-1]}" if lines[0].endswith(":") and len(lines) > 1 else lines[0]
+
+
+def failure_reason(e: BaseException) -> str:
+    """The fallback reason for a failure inside the passes: the pass, the node, the cause."""
+    if isinstance(e, PassError):
+        return str(e)
+    return f"{type(e).__name__} while compiling: {e}"

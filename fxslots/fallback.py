@@ -7,8 +7,7 @@ import warnings
 from typing import Any, Callable
 
 from . import _torch, state
-from .errors import UnsupportedGraphError
-from .passes.observe import failure_reason
+from .errors import UnsupportedGraphError, failure_reason
 
 
 def fall_back(reason: str, strict: bool) -> None:

@@ -79,15 +79,17 @@ def test_prepare_refuses_no_examples():
         fxslots.prepare(torch.compile(nn.Linear(4, 4), backend="fxslots"), [])
 
 
-@pytest.mark.parametrize("kernels", ["aten", "inductor"])
+@pytest.mark.parametrize("options", [{}, {"kernels": "inductor"}, {"grads_in_arena": False}],
+                         ids=["aten", "inductor", "buffer"])
 def test_prepare_in_flight_sizes_each_slot_for_its_own_microbatch(stand_in_graphs,  # noqa: F811
-                                                                  kernels):
+                                                                  options):
     """GPipe order (all forwards, then all backwards) of four shapes on four slots: prepared
     as listed, each slot holds its own microbatch's bytes (the default prepare grows every slot
     to the largest), and training in that order then captures and grows nothing, with the
-    gradients of eager. Under Inductor (H200 run 39b) the accumulating backwards were keyed by
-    where .grad was, although only ATen backwards can move it into an arena: training, which
-    drops gradients, captured each again."""
+    gradients of eager. Under Inductor (H200 run 39b, when its backwards could not put
+    gradients in the arena) the accumulating backwards were keyed by where .grad was, although
+    .grad could not move into an arena: training, which drops gradients, captured each again.
+    With ``grads_in_arena=False`` it still cannot."""
     def arenas(c, xs, **kw):
         fxslots.reset()
         report = fxslots.prepare(c, xs, slots=4, **kw)
@@ -101,7 +103,7 @@ def test_prepare_in_flight_sizes_each_slot_for_its_own_microbatch(stand_in_graph
                                     options={"slots": 4}), xs)
     assert len(set(every)) == 1, every
     torch.compiler.reset()
-    c = torch.compile(model, backend="fxslots", options={"slots": 4, "kernels": kernels})
+    c = torch.compile(model, backend="fxslots", options={"slots": 4, **options})
     report, own = arenas(c, xs, in_flight=True)
     assert own == sorted(own) and len(set(own)) == 4 and own[-1] == every[0], own
     assert report.captures > 0

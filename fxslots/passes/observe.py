@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterator, TypeVar
 
 import torch.fx as fx
 
-from ..errors import PassError
+from ..errors import PassError, failure_reason  # noqa: F401 - re-exported: passes' API
 
 log = logging.getLogger("fxslots.passes")
 T = TypeVar("T")
@@ -49,10 +49,3 @@ def at_node(node: str | None) -> Iterator[None]:
         raise
     except Exception as e:
         raise PassError(node, f"{type(e).__name__}: {e}") from e
-
-
-def failure_reason(e: BaseException) -> str:
-    """The fallback reason for a failure inside the passes: the pass, the node, the cause."""
-    if isinstance(e, PassError):
-        return str(e)
-    return f"{type(e).__name__} while compiling: {e}"

@@ -1112,9 +1112,10 @@ MUTANTS: tuple[Mutant, ...] = (
            "            if self.deliver is not None and self.deliver.overlay is not None:",
            "            if self.deliver is not None:",
            "only a backward that can put gradients in its arena keys its accumulating twin by "
-           "where .grad is (under Inductor prepare(in_flight=True) left three to training)",
+           "where .grad is (with gradients kept out of it, prepare(in_flight=True) left three "
+           "to training)",
            "cpu", ("tests/test_prepare.py::"
-                   "test_prepare_in_flight_sizes_each_slot_for_its_own_microbatch[inductor]",)),
+                   "test_prepare_in_flight_sizes_each_slot_for_its_own_microbatch[buffer]",)),
     Mutant("prepare-holds-each-group-once", "fxslots/prepare.py",
            "            for first in (0, 0) if len(group) == 1 else range(len(group)):",
            "            for first in (0,) if len(group) == 1 else range(len(group)):",
