@@ -54,8 +54,10 @@ def deliver(bw: fx.GraphModule, static: list[int], variant: Any, options: Option
     if d is None:
         return None
     if options.kernels == "inductor":
-        return _compiled(d, in_arena.fencing(d, saved, variant.plan, options), example_inputs,
-                         what, options)
+        fencing = or_without(lambda: in_arena.fencing(d, saved, variant.plan, options),
+                             "placing gradients in the arena", "they go to the output buffer",
+                             options.strict)
+        return _compiled(d, fencing, example_inputs, what, options)
     d = _with_warm_up(d, bw, variant.accumulate, options)
     return in_arena.with_overlay(d, saved, variant.plan, options)
 

@@ -1,8 +1,8 @@
 """Gradients in the slot's arena: what a delivering backward needs for the runtime to place
 its gradients (and, with ATen kernels, its large temporaries) in saved bytes it has finished
 reading (``fxslots.overlay`` plans where, per layout; ``runtime/cudagraphs/delivery.py`` makes
-the views). ``with_overlay`` serves ATen kernels, which run in node order; ``with_fences``
-serves Inductor's, which do not unless fenced (``passes/fence.py``).
+the views). ``with_overlay`` serves ATen kernels, which run in node order; ``fencing`` makes
+the pass that serves Inductor's, which do not unless fenced (``passes/fence.py``).
 """
 
 from __future__ import annotations

@@ -85,11 +85,18 @@ def fence_hazard() -> str | None:
     import dataclasses
     import os
 
-    from torch._inductor import config, dependencies, memory
+    from torch._inductor import config, dependencies
 
-    fake = "is_fake" in {f.name for f in dataclasses.fields(dependencies.WeakDep)}
-    split = "succ_nodes_for_ordering" in {
-        f.name for f in dataclasses.fields(memory.MemoryPlanningInfoForBuffer)}
+    def fields(cls: Any) -> set[str]:
+        return {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
+
+    try:
+        from torch._inductor import memory
+    except ImportError:  # no memory-driven reordering to honour anything
+        memory = None
+    fake = "is_fake" in fields(getattr(dependencies, "WeakDep", None))
+    split = "succ_nodes_for_ordering" in fields(getattr(memory, "MemoryPlanningInfoForBuffer",
+                                                        None))
     if fake and not split and getattr(config, "reorder_for_peak_memory", False):
         return (f"torch {torch.__version__}'s Inductor may reorder for memory across the "
                 f"weak dependencies a fence adds (set torch._inductor.config."
