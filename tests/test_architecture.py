@@ -38,7 +38,12 @@ def _imports(name: str, path: pathlib.Path, known: set[str]) -> set[str]:
             for a in node.names:
                 sub = f"{base}.{a.name}"
                 out.add(sub if sub in known else base)
-    return {m for m in out if m in known and m != name}
+    # Importing a.b.c runs a.b's __init__ first (fallback.py importing passes.observe ran
+    # passes/__init__, which closed attention -> fallback -> passes -> routes -> out_variants
+    # -> attention); the importer's own packages are under way already.
+    own = {package.rsplit(".", k)[0] for k in range(package.count(".") + 1)}
+    out |= {m.rsplit(".", k)[0] for m in set(out) for k in range(1, m.count(".") + 1)}
+    return {m for m in out if m in known and m != name and m not in own}
 
 
 def test_no_import_cycle_among_fxslots_modules():

@@ -1190,4 +1190,10 @@ MUTANTS: tuple[Mutant, ...] = (
            "misaligned written input is then run on a copy copied back over the gradient)", "cpu",
            ("tests/test_fence.py::"
             "test_an_inductor_that_may_not_keep_the_fences_order_keeps_the_buffer",)),
+    Mutant("fallback-imports-passes", "fxslots/fallback.py",
+           "from .errors import UnsupportedGraphError, failure_reason",
+           "from .errors import UnsupportedGraphError\nfrom .passes.observe import failure_reason",
+           "no import cycle through a package's __init__ (fallback importing passes closed "
+           "attention -> fallback -> passes -> routes -> out_variants -> attention)", "cpu",
+           ("tests/test_architecture.py::test_no_import_cycle_among_fxslots_modules",)),
 )
