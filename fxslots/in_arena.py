@@ -41,9 +41,7 @@ def fencing(d: Deliver, saved: SavedSet, plan: ArenaPlan, options: Options
                    f"the output buffer (grads_in_arena=False says so without this warning)",
                    options.strict)
         return None
-    groups = _groups_of_args(saved, plan)
-    fenceable = _fenceable(plan)
-    return Fencing(len(d.outputs), groups, {g for _, g in groups if g in fenceable}, _nbytes(d))
+    return Fencing(len(d.outputs), _groups_of_args(saved, plan), _fenceable(plan), _nbytes(d))
 
 
 class Fencing:
@@ -66,11 +64,7 @@ class Fencing:
         writes = computed_at(graph, firsts)
         by_group = {g: (at if g in self.fenceable else END)
                     for g, at in _by_group(reads, self.groups).items()}
-        args: list[int | None] = [None] * len(reads)
-        for k, g in self.groups:
-            if 0 <= k < len(reads) and g in self.fenceable:
-                args[k] = g
-        fences = plan_fences(writes, by_group, args)
+        fences = plan_fences(writes, by_group, _per_arg(self.groups, len(reads), self.fenceable))
         observe("fence_writes", fence_writes, graph, writes, fences,
                 summary=lambda _: f"{sum(map(bool, fences))} of {len(fences)} gradient writes "
                                   f"fenced after the last reads of the bytes they may take")
@@ -170,8 +164,15 @@ def _arena_groups(d: Deliver, saved: SavedSet, plan: ArenaPlan) -> list[int | No
     reads, or None (a parameter, an input, a staged or offloaded value, not a saved tensor)."""
     n_args = len(list(d.graph.graph.find_nodes(op="placeholder"))) - len(d.outputs)
     owns = {p.group for p in plan.placements if p.write.owns_bytes}
-    groups: list[int | None] = [None] * n_args
-    for t in saved.tensors:
-        if 0 <= t.backward_index < n_args and t.group in owns:
-            groups[t.backward_index] = t.group
-    return groups
+    return _per_arg(_groups_of_args(saved, plan), n_args, owns)
+
+
+def _per_arg(groups: tuple[tuple[int, int], ...], n_args: int, keep: set[int]
+             ) -> list[int | None]:
+    """Per argument placeholder (of ``n_args``): its storage group (``groups``: ``_groups_of_
+    args``) where that is one of ``keep``, else None."""
+    out: list[int | None] = [None] * n_args
+    for k, g in groups:
+        if 0 <= k < n_args and g in keep:
+            out[k] = g
+    return out

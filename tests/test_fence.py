@@ -30,7 +30,7 @@ from fxslots.printing import format_graph
 from fxslots.schemas import ArenaPlan, Placement, Write
 from tests.helpers import assert_same, run
 from tests.test_graph_executor_cpu import _StandInGraph, stand_in_graphs  # noqa: F401
-from tests.test_overlay import _arena_of, _in
+from tests.test_overlay import _arena_of, _both, _compiled, _drop, _in, _pair, _same_grads
 
 aten = torch.ops.aten
 
@@ -226,23 +226,16 @@ def test_an_inductor_that_may_not_keep_the_fences_order_keeps_the_buffer(stand_i
 
 
 def test_inductor_gradients_land_in_the_arena_and_stay_there(stand_in_graphs):  # noqa: F811
-    torch.manual_seed(0)
-    m, ref = MLP(64, 64, 6), MLP(64, 64, 6)
-    ref.load_state_dict(m.state_dict())
-    c = torch.compile(m, backend="fxslots", options={"slots": 1, "kernels": "inductor"})
-    r = torch.compile(ref)
+    m, e = _pair()
+    c, ref = _compiled(m, e, "inductor")
     placed = []
-    for _ in range(4):
-        x = torch.randn(256, 64)
-        c(x).sum().backward()
-        r(x).sum().backward()
+    for step in range(4):
+        _both(c, ref, torch.randn(256, 64))
         (region,) = fxslots.regions()
         _, lo, hi = _arena_of(region)
         placed.append(sum(_in(lo, hi, p.grad) for p in m.parameters()))
-        for p, q in zip(m.parameters(), ref.parameters(), strict=True):
-            assert torch.equal(p.grad, q.grad)
-        m.zero_grad(set_to_none=True)
-        ref.zero_grad(set_to_none=True)
+        _same_grads(m, e, step)
+        _drop(m, e)
     # the warm-up shows the loop drops them; then all but the first written go to the arena
     assert placed[0] == 0 and placed[1:] == [placed[-1]] * 3
     assert placed[-1] >= len(list(m.parameters())) - 2, placed

@@ -23,7 +23,7 @@ move reads too (``in_arena.Fencing``).
 
 from __future__ import annotations
 
-from typing import Any, Hashable, Mapping, Sequence
+from typing import Hashable, Mapping, Sequence
 
 import torch
 import torch.fx as fx
@@ -89,10 +89,9 @@ def fence_writes(graph: fx.Graph, writes: Sequence[int], fences: Sequence[tuple[
     graph.lint()
 
 
-def _fence(graph: fx.Graph, before: fx.Node, buf: fx.Node, dead: list[fx.Node]) -> Any:
+def _fence(graph: fx.Graph, before: fx.Node, buf: fx.Node, dead: list[fx.Node]) -> None:
     with graph.inserting_before(before):
         node = graph.call_function(ops.fence, (buf, dead))
     node.meta["val"] = None
     node.meta[SLOT_META] = (f"fence: {buf.name} is written after the last read of "
                             f"{', '.join(d.name for d in dead)}")
-    return node
