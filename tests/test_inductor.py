@@ -229,7 +229,7 @@ def test_side_stream_copies_survive_inductor(caplog, monkeypatch, join_every):
     for r in reloads:  # bufN = reload(...); bufM = bufN[0]; ...; reload_join([bufM]); readers
         member = next(line.split("=")[0].strip() for line in bw[r:]
                       if line.strip().endswith(f"{bw[r].split('=')[0].strip()}[0]"))
-        skip = (f"{member} =", "assert_size_stride", "del ", "#")
+        skip = (f"{member} =", "assert_size_stride", "assert_tensor_metadata", "del ", "#")
         uses = [i for i, line in enumerate(bw) if i > r and re.search(rf"\b{member}\b", line)
                 and not line.strip().startswith(skip)]
         join = next(i for i in uses if "reload_join" in bw[i])

@@ -332,9 +332,15 @@ def test_a_loop_seen_keeping_gradients_stops_before_it_must_evict(stand_in_graph
 
 @KERNELS
 def test_retain_graph_keeps_the_saved_bytes_it_reads_again(stand_in_graphs,  # noqa: F811
-                                                           kernels, monkeypatch):
-    # torch.compile's own backward refuses retain_graph=True over buffers it donates
-    monkeypatch.setattr(torch._functorch.config, "donated_buffer", False)
+                                                           kernels):
+    # torch.compile's own backward refuses retain_graph=True over buffers it donates. The
+    # config's own patch, not monkeypatch: on torch 2.14 monkeypatch's undo deletes the key
+    # (a config module hides a deleted key), which broke every later compile in the process.
+    with torch._functorch.config.patch(donated_buffer=False):
+        _retain_graph_twice(kernels)
+
+
+def _retain_graph_twice(kernels):
     m, e = _pair()
     c, ref = _compiled(m, e, kernels)
     for step in range(5):
