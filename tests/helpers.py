@@ -23,6 +23,11 @@ class Net(nn.Module):
         return torch.tanh(self.b(torch.tanh(self.a(x))))
 
 
+def torch_before(major: int, minor: int) -> bool:
+    """Whether the installed torch is older than ``major.minor`` (the suite runs on 2.11-2.14)."""
+    return tuple(int(v) for v in torch.__version__.split(".")[:2]) < (major, minor)
+
+
 def schedule_fbfb(n):
     return [op for i in range(n) for op in (("F", i), ("B", i))]
 

@@ -479,10 +479,21 @@ class _Expands(torch.nn.Module):
         return (x.sin() * self.w).sum(0, keepdim=True).expand(4, 8)
 
 
+def _skip_where_aot_eager_fails_on(module_type):
+    """torch 2.11 and 2.12's AOTAutograd restrides the gradient of an expanded output into an
+    expanded tensor, which its copy refuses: plain aot_eager fails, and fxslots with it."""
+    out = torch.compile(module_type(), backend="aot_eager")(torch.randn(3, 8))
+    try:
+        out.sum().backward()
+    except RuntimeError as e:
+        pytest.skip(f"torch {torch.__version__}'s aot_eager fails here too: {e}")
+
+
 def test_an_expanded_output_is_copied_out_dense(stand_in_graphs):
     """A replayed forward whose output is expanded (elements sharing memory) hands the
     caller a dense copy of it: a copy cannot write an overlapping destination (found in
     review; it raised at every replay). Values and gradients are aot_eager's."""
+    _skip_where_aot_eager_fails_on(_Expands)
     ours, ref, f, g = compiled_twins(_Expands)
     for _ in range(4):
         x = torch.randn(3, 8)

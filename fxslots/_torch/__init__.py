@@ -57,6 +57,7 @@ __all__ = [
     "accumulating_grads",
     "CheckedGrads",
     "running_accumulators",
+    "split_backward_hazard",
     "schedule_stages",
     "schedule_microbatches",
     "declare_no_donated_buffers",
@@ -271,7 +272,7 @@ def schedule_microbatches(schedule: Any) -> int:
 
 from .autograd import (  # noqa: E402
     CheckedGrads, accumulating_grads, calling_node, current_node, keep_graph,
-    running_accumulators, runs_in_this_backward, saved_tensors_watched,
+    running_accumulators, runs_in_this_backward, saved_tensors_watched, split_backward_hazard,
 )
 from .compiling import (  # noqa: E402
     compile_contexts, declare_no_donated_buffers, forget_saved_dynamism, is_dynamo_signal,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 import weakref
 from typing import Any
@@ -146,3 +147,29 @@ def _engine_accumulates(param: torch.Tensor, node: Any) -> bool:
         return bool(torch._C._will_engine_execute_node(node))
     except RuntimeError:  # autograd.grad() asked for leaf gradients: it accumulates nothing
         return False
+
+
+class _Identity(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        return grad
+
+
+@functools.cache
+def split_backward_hazard() -> str | None:
+    """Why this torch cannot run a zero-bubble schedule's weight step over a compiled stage, or
+    None. The input step detaches the stage's outputs and keeps only the Python objects of the
+    autograd nodes the weight step starts from; before torch 2.13 a custom Function's node (a
+    compiled stage is one) dies with its last tensor, and the weight step fails reading it."""
+    node = _Identity.apply(torch.ones(1, requires_grad=True)).grad_fn
+    try:
+        node._input_metadata
+    except RuntimeError:
+        return (f"torch {torch.__version__} frees a compiled stage's autograd node once the "
+                f"input-gradient step (I) detaches the stage's outputs, so the weight step (W) "
+                f"fails reading it")
+    return None

@@ -90,6 +90,12 @@ def compile_stages(schedule: Any, pipeline_plan: PipelinePlan | None = None, *,
     import torch
 
     pipeline_plan = pipeline_plan or plan(schedule)
+    hazard = _torch.split_backward_hazard()
+    if hazard and any(r.split_backward for r in pipeline_plan.ranks.values()):
+        raise OptionsError(
+            f"fxslots.pipelining.compile_stages: {type(schedule).__name__} splits backward "
+            f"into input and weight gradients, and {hazard}; use Schedule1F1B or "
+            f"ScheduleInterleaved1F1B, or torch 2.13 or later")
     for stage in _torch.schedule_stages(schedule):
         opts = pipeline_plan.options(stage.stage_index, **options)
         stage.submod = torch.compile(stage.submod, backend="fxslots", options=opts,

@@ -1196,4 +1196,11 @@ MUTANTS: tuple[Mutant, ...] = (
            "no import cycle through a package's __init__ (fallback importing passes closed "
            "attention -> fallback -> passes -> routes -> out_variants -> attention)", "cpu",
            ("tests/test_architecture.py::test_no_import_cycle_among_fxslots_modules",)),
+    Mutant("zero-bubble-compiled-over-freed-nodes", "fxslots/pipelining/__init__.py",
+           "    if hazard and any(r.split_backward for r in pipeline_plan.ranks.values()):",
+           "    if False:",
+           "compile_stages refuses a zero-bubble schedule on a torch that frees a compiled "
+           "stage's autograd node before the weight step reads it (2.11, 2.12)", "cpu",
+           ("tests/test_pipeline_schedules.py::"
+            "test_zero_bubble_is_refused_where_torch_frees_the_weight_steps_nodes",)),
 )
