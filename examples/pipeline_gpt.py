@@ -126,6 +126,8 @@ def worker(rank: int, world: int, port: int, out_dir: str) -> None:
             "pending": sum(r.ring.pending() for r in fxslots.regions()),
             "arena_bytes": fxslots.pipelining.arena_bytes(),
             "compiles": fxslots.counters["compiles"],
+            # torch 2.11's PipelineStage infers its shapes by running the stage without grad
+            "inference_graphs": fxslots.counters["inference_graphs"],
             "fxslots": fxslots.__file__,
         }, os.path.join(out_dir, f"rank{rank}.pt"))
     finally:

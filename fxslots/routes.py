@@ -247,6 +247,13 @@ def out_arguments(out_op: Any) -> list[str]:
     return [a.name for a in _torch.op_schema(out_op).arguments if a.is_out]
 
 
+def out_kwargs(out_op: Any, kwargs: dict) -> dict:
+    """``kwargs`` less what ``out_op`` does not take (a factory's dtype and device: its out=
+    tensor carries them)."""
+    names = {a.name for a in _torch.op_schema(out_op).arguments}
+    return {k: v for k, v in kwargs.items() if k in names or k not in TENSOR_OPTIONS}
+
+
 def out_returns(out_op: Any) -> list[int]:
     """For each out= argument, the position of the return that is it: the same as the
     argument's for most ops; past values that are not outputs (cuDNN attention's sequence

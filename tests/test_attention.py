@@ -149,6 +149,12 @@ def run_kernel():
                     reason="CUDA runs the kernel itself; the interpreter needs Triton")
 def test_the_kernel_runs_in_triton_interpreter():
     """Without CUDA, the kernel's tests run in a fresh process with the interpreter on."""
+    import triton
+
+    if tuple(int(v) for v in triton.__version__.split(".")[:2]) < (3, 7):
+        # Triton 3.6 (torch 2.11's) interprets a loop bound passed unspecialized as a
+        # one-element array it cannot make an int of; its compiler runs the kernel (run 37).
+        pytest.skip(f"Triton {triton.__version__}'s interpreter cannot loop to a runtime bound")
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__, "-k",
          "writes_output or scratch"], env={**os.environ, "TRITON_INTERPRET": "1"},

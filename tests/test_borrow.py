@@ -377,3 +377,49 @@ def test_cuda_temporaries_in_the_arena_match_eager_and_leave_the_pool(monkeypatc
     pooled = pool_bytes()
     assert fxslots.counters["temp_bytes_in_arena"] == 0
     assert borrowing < pooled, (borrowing, pooled)
+
+
+
+class _Scatter(torch.autograd.Function):
+    """A gradient built the way hand-written backwards build one: ``torch.zeros`` with the
+    input's dtype and device, then added into. AOTAutograd traces it into the joint graph."""
+
+    @staticmethod
+    def forward(ctx, h):
+        ctx.save_for_backward(h)
+        return h.sin()
+
+    @staticmethod
+    def backward(ctx, g):
+        (h,) = ctx.saved_tensors
+        grad = torch.zeros(h.shape, dtype=h.dtype, device=h.device)
+        return grad.index_add(1, torch.arange(h.shape[1] - 1, -1, -1), g * h.cos())
+
+
+class _Factories(nn.Module):
+    """Backward temporaries made by factories, whose ops take dtype and device where their out=
+    forms do not: the custom backward's ``zeros``, and topk's ``new_zeros`` (``zeros`` on torch
+    2.11)."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(64, 64))
+        self.v = nn.Parameter(torch.randn(64, 64))
+
+    def forward(self, x):  # the backward reaches zeros after the later layer's bytes are read
+        h = torch.tanh(_Scatter.apply(torch.tanh(x @ self.w)) @ self.v)
+        return torch.topk(h, 8).values.sin().sum() + h.tanh().sum()
+
+
+def test_a_factory_temporary_is_computed_into_the_arena(stand_in_graphs, monkeypatch):  # noqa
+    monkeypatch.setattr(borrow, "MIN_BYTES", 1)
+    torch.manual_seed(0)
+    m = _Factories()
+    e = copy.deepcopy(m)
+    c = torch.compile(m, backend="fxslots", options={"slots": 1})
+    for step in range(3):
+        x = torch.randn(32, 64)
+        _both(c, e, x)
+        _same_grads(m, e, step)
+        _drop(m, e)
+    assert fxslots.counters["temp_bytes_in_arena"] > 0

@@ -11,6 +11,7 @@ import pytest
 pytest.importorskip("torch.distributed.pipelining")
 
 from examples import pipeline_gpt
+from tests.helpers import torch_before
 
 
 def test_two_ranks_1f1b_match_eager_stages_bitwise():
@@ -19,7 +20,9 @@ def test_two_ranks_1f1b_match_eager_stages_bitwise():
     for rank, r in enumerate(results):
         assert r["fxslots"].startswith(os.path.join(repo, "fxslots")), r["fxslots"]
         assert r["slots"] == {0: 2, 1: 1}  # 1F1B: num_stages - stage forwards in flight
-        assert r["compiles"] == 2, f"rank {rank}: one static and one dynamic shape variant"
+        training = r["compiles"] - r["inference_graphs"]
+        assert training == 2, f"rank {rank}: one static and one dynamic shape variant"
+        assert r["inference_graphs"] == (2 if torch_before(2, 12) else 0), r
         assert r["losses_equal"], f"rank {rank}"
         assert all(r["grads_equal"]), f"rank {rank}: max |diff| {r['max_grad_diff']}"
         assert r["pending"] == 0

@@ -12,7 +12,7 @@ import torch
 import fxslots
 import fxslots.pipelining as fp
 from fxslots import _torch
-from tests.helpers import torch_before
+from tests.helpers import skip_stages_sharing_a_rank, torch_before
 from tests.test_graph_executor_cpu import _StandInGraph, stand_in_graphs  # noqa: F401
 from tests.test_pipelining import _block, process_group  # noqa: F401
 
@@ -35,6 +35,7 @@ def _schedule(name, modules, n_microbatches=4):
 
 
 def _steps(schedule, n=2):
+    skip_stages_sharing_a_rank(len(_torch.schedule_stages(schedule)))
     g = torch.Generator().manual_seed(0)
     x, y = torch.randn(8, 16, generator=g), torch.randn(8, 16, generator=g)
     for _ in range(n):  # gradients accumulate in persistent .grad buffers
@@ -253,6 +254,7 @@ def test_chunks_sharing_a_graph_deliver_into_buffers_of_their_own():
     """With ``zero_grad(set_to_none=True)`` each step, every chunk's first backward delivers its
     gradients (passes/deliver.py) into the buffer of its own parameter set: none finds another
     chunk's gradients in its way (which would stop delivery), and the gradients are eager's."""
+    skip_stages_sharing_a_rank(4)
     ours, ref = [_block(i) for i in range(4)], [_block(i) for i in range(4)]
     schedule = _schedule("ScheduleInterleaved1F1B", ours, n_microbatches=8)
     with warnings.catch_warnings():

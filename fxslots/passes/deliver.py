@@ -31,7 +31,7 @@ import torch
 import torch.fx as fx
 
 from .. import _torch, ops
-from ..routes import COPY, find_route, out_arguments, resolve, updated_arguments
+from ..routes import COPY, find_route, out_arguments, out_kwargs, resolve, updated_arguments
 from ..schemas import SLOT_META
 from .accumulate import twin_with_buffers
 from .collect import _layout  # (dense, overlapping): dense is one span the buffer holds exactly
@@ -172,12 +172,12 @@ def _write_into(graph: fx.Graph, root: fx.Node, out_op: Any, buf: fx.Node, induc
     if inductor:  # Inductor refuses ops that return an input: one that returns nothing
         with graph.inserting_before(root):
             call = graph.call_function(ops.into_op(out_op), root.args,
-                                       {**root.kwargs, name: buf})
+                                       {**out_kwargs(out_op, root.kwargs), name: buf})
         call.meta[SLOT_META] = f"computed into the output buffer ({out_op})"
         root.replace_all_uses_with(buf)
         graph.erase_node(root)
         return
-    root.target, root.kwargs = out_op, {**root.kwargs, name: buf}
+    root.target, root.kwargs = out_op, {**out_kwargs(out_op, root.kwargs), name: buf}
     root.meta[SLOT_META] = f"computed into the output buffer ({out_op})"
 
 

@@ -17,9 +17,9 @@ import torch.fx as fx
 
 from .. import streams
 from ..seeds import unread_seed
-from .._torch import op_schema, size_hint
+from .._torch import size_hint
 from ..routes import (
-    COPY, EXPANSIONS, TENSOR_OPTIONS, copy_source, out_arguments, out_returns, resolve,
+    COPY, EXPANSIONS, copy_source, out_arguments, out_kwargs, out_returns, resolve,
     updated_arguments,
 )
 from ..schemas import SLOT_META, ArenaPlan, Placement, Root, SavedSet, SavedTensor, Write
@@ -87,7 +87,7 @@ def _write_in_place(graph: fx.Graph, node: fx.Node,
     out_op = resolve(root.out_overload)
     names = out_arguments(out_op)
     if root.producer is None:
-        node.target, node.kwargs = out_op, {**_accepted(out_op, node.kwargs), names[0]: view}
+        node.target, node.kwargs = out_op, {**out_kwargs(out_op, node.kwargs), names[0]: view}
         return 1
     kwargs = dict(node.kwargs)
     with graph.inserting_before(node):
@@ -104,13 +104,6 @@ def _write_in_place(graph: fx.Graph, node: fx.Node,
             _replace_output(node, k, dest)
     node.target, node.args, node.kwargs = out_op, tuple(args), kwargs
     return 1 + len(names)
-
-
-def _accepted(out_op: Any, kwargs: dict) -> dict:
-    """``kwargs`` less what ``out_op`` does not take (a factory's dtype and device: its out=
-    tensor carries them)."""
-    names = {a.name for a in op_schema(out_op).arguments}
-    return {k: v for k, v in kwargs.items() if k in names or k not in TENSOR_OPTIONS}
 
 
 def _scratch(graph: fx.Graph, node: fx.Node, k: int) -> fx.Node:

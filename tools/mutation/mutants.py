@@ -1203,4 +1203,10 @@ MUTANTS: tuple[Mutant, ...] = (
            "stage's autograd node before the weight step reads it (2.11, 2.12)", "cpu",
            ("tests/test_pipeline_schedules.py::"
             "test_zero_bubble_is_refused_where_torch_frees_the_weight_steps_nodes",)),
+    Mutant("factory-kwargs-into-out-form", DELIVER,
+           "    root.target, root.kwargs = out_op, {**out_kwargs(out_op, root.kwargs), name: buf}",
+           "    root.target, root.kwargs = out_op, {**root.kwargs, name: buf}",
+           "a factory's temporary computed into given memory is called without the dtype and "
+           "device its out= form does not take", "cpu",
+           ("tests/test_borrow.py::test_a_factory_temporary_is_computed_into_the_arena",)),
 )
