@@ -24,9 +24,14 @@ class Net(nn.Module):
         return torch.tanh(self.b(torch.tanh(self.a(x))))
 
 
+def release_before(version: str, major: int, minor: int) -> bool:
+    """Whether a release string (``"2.11.0+cu130"``, ``"3.6.0"``) is older than ``major.minor``."""
+    return tuple(int(v) for v in version.split(".")[:2]) < (major, minor)
+
+
 def torch_before(major: int, minor: int) -> bool:
     """Whether the installed torch is older than ``major.minor`` (the suite runs on 2.11-2.14)."""
-    return tuple(int(v) for v in torch.__version__.split(".")[:2]) < (major, minor)
+    return release_before(torch.__version__, major, minor)
 
 
 def skip_stages_sharing_a_rank(n_stages: int) -> None:

@@ -17,6 +17,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from fxslots import attention
 from fxslots.routes import find_route
+from tests.helpers import release_before
 from tests.test_routes import _Val  # an FX node as routes read it: its fake value
 
 aten = torch.ops.aten
@@ -151,7 +152,7 @@ def test_the_kernel_runs_in_triton_interpreter():
     """Without CUDA, the kernel's tests run in a fresh process with the interpreter on."""
     import triton
 
-    if tuple(int(v) for v in triton.__version__.split(".")[:2]) < (3, 7):
+    if release_before(triton.__version__, 3, 7):
         # Triton 3.6 (torch 2.11's) interprets a loop bound passed unspecialized as a
         # one-element array it cannot make an int of; its compiler runs the kernel (run 37).
         pytest.skip(f"Triton {triton.__version__}'s interpreter cannot loop to a runtime bound")

@@ -379,7 +379,6 @@ def test_cuda_temporaries_in_the_arena_match_eager_and_leave_the_pool(monkeypatc
     assert borrowing < pooled, (borrowing, pooled)
 
 
-
 class _Scatter(torch.autograd.Function):
     """A gradient built the way hand-written backwards build one: ``torch.zeros`` with the
     input's dtype and device, then added into. AOTAutograd traces it into the joint graph."""

@@ -63,6 +63,11 @@ def _refused(name):
     return "ZeroBubble" in name and _torch.split_backward_hazard() is not None
 
 
+def _skip_where_refused(name):
+    if _refused(name):
+        pytest.skip(f"torch {torch.__version__} cannot run {name} over compiled stages")
+
+
 def test_zero_bubble_is_refused_where_torch_frees_the_weight_steps_nodes(monkeypatch):
     assert (_torch.split_backward_hazard() is not None) == torch_before(2, 13)
     monkeypatch.setattr(_torch, "split_backward_hazard", lambda: "torch X frees them")
@@ -108,8 +113,7 @@ def test_slots_from_the_schedule_run_it_bitwise_like_eager(name, n):
 def test_under_the_cuda_graph_stand_in(name, n):
     # The graph executor's keys, staging and replays with one ring (and one staging buffer)
     # shared by a rank's chunks, and zero-bubble's backward run twice per microbatch.
-    if _refused(name):
-        pytest.skip(f"torch {torch.__version__} cannot run {name} over compiled stages")
+    _skip_where_refused(name)
     ours, ref = [_block(i) for i in range(n)], [_block(i) for i in range(n)]
     schedule = _schedule(name, ours)
     with warnings.catch_warnings():
@@ -126,8 +130,7 @@ def test_under_the_cuda_graph_stand_in(name, n):
 
 @pytest.mark.parametrize("name, n", [c for c in SCHEDULES if c != ("Schedule1F1B", 1)])
 def test_one_slot_fewer_runs_out(name, n):
-    if _refused(name):
-        pytest.skip(f"torch {torch.__version__} cannot run {name} over compiled stages")
+    _skip_where_refused(name)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         plan = fp.plan(_schedule(name, [_block(i) for i in range(n)]), share=False)

@@ -45,8 +45,8 @@ def _suite(python: Path, pytest_args: list[str]) -> dict:
                           *pytest_args], cwd=ROOT, capture_output=True, text=True)
     lines = run.stdout.splitlines()
     summary = next((line for line in reversed(lines) if re.search(r"\d+ (passed|failed)", line)),
-                   run.stderr.strip().splitlines()[-1:] or ["no summary"])
-    return {"rc": run.returncode, "summary": str(summary).strip("= "),
+                   None) or (run.stderr.strip().splitlines() or ["no summary"])[-1]
+    return {"rc": run.returncode, "summary": summary.strip("= "),
             "failed": [line.split(" ")[1] for line in lines if line.startswith("FAILED ")],
             "seconds": round(time.monotonic() - start)}
 

@@ -89,7 +89,7 @@ def _write_in_place(graph: fx.Graph, node: fx.Node,
     if root.producer is None:
         node.target, node.kwargs = out_op, {**out_kwargs(out_op, node.kwargs), names[0]: view}
         return 1
-    kwargs = dict(node.kwargs)
+    kwargs = out_kwargs(out_op, node.kwargs)
     with graph.inserting_before(node):
         for name, k in zip(names, out_returns(out_op), strict=True):
             kwargs[name] = outs[k][0] if k in outs else _scratch(graph, node, k)
