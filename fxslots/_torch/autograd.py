@@ -168,6 +168,8 @@ def split_backward_hazard() -> str | None:
     node = _Identity.apply(torch.ones(1, requires_grad=True)).grad_fn
     try:
         node._input_metadata
+    except AttributeError:  # a torch without the attribute: its weight step reads another
+        return None
     except RuntimeError:
         return (f"torch {torch.__version__} frees a compiled stage's autograd node once the "
                 f"input-gradient step (I) detaches the stage's outputs, so the weight step (W) "

@@ -90,8 +90,9 @@ def compile_stages(schedule: Any, pipeline_plan: PipelinePlan | None = None, *,
     import torch
 
     pipeline_plan = pipeline_plan or plan(schedule)
-    hazard = _torch.split_backward_hazard()
-    if hazard and any(r.split_backward for r in pipeline_plan.ranks.values()):
+    split = any(r.split_backward for r in pipeline_plan.ranks.values())
+    hazard = _torch.split_backward_hazard() if split else None
+    if hazard:
         raise OptionsError(
             f"fxslots.pipelining.compile_stages: {type(schedule).__name__} splits backward "
             f"into input and weight gradients, and {hazard}; use Schedule1F1B or "

@@ -1197,8 +1197,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "attention -> fallback -> passes -> routes -> out_variants -> attention)", "cpu",
            ("tests/test_architecture.py::test_no_import_cycle_among_fxslots_modules",)),
     Mutant("zero-bubble-compiled-over-freed-nodes", "fxslots/pipelining/__init__.py",
-           "    if hazard and any(r.split_backward for r in pipeline_plan.ranks.values()):",
-           "    if False:",
+           "    hazard = _torch.split_backward_hazard() if split else None",
+           "    hazard = None",
            "compile_stages refuses a zero-bubble schedule on a torch that frees a compiled "
            "stage's autograd node before the weight step reads it (2.11, 2.12)", "cpu",
            ("tests/test_pipeline_schedules.py::"
