@@ -231,6 +231,8 @@ def fxslots_figures(regions=None) -> dict[str, Any]:
                 recaptures=fxslots_counter("recaptures"),
                 # kernels="inductor": a graph Inductor refused runs ATen kernels (run 38d).
                 inductor_fallbacks=fxslots_counter("inductor_fallbacks"),
+                # bytes of gradients placed in arenas, summed over the placements made
+                grad_bytes_in_arena=fxslots_counter("grad_bytes_in_arena"),
                 slot_bytes=sum(slots), n_slots=len(slots), layouts=len(lays),
                 largest_saved_bytes=max((x["slot_bytes"] for x in lays), default=0),
                 # Staged inputs are copies too (issue 10): counted in, and shown apart.

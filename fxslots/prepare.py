@@ -47,7 +47,7 @@ def prepare(model: Any, examples: Sequence[Any], *, slots: int = 1,
 
     ``hold_outputs=True``: the loop holds each output through its backward and the next
     forward (``out = model(x); loss = f(out); loss.backward()``): the graphs of a slot's two
-    output buffers, each backward's tangents in the other (``delivery.tangent_buffer``), are
+    output buffers, each backward's tangents in the other (``banks.tangent_buffer``), are
     captured too. Left False (one buffer, for a loop that lets each output go), such a loop
     captures them in its first steps, logged. Afterwards a capture during training is a shape
     ``examples`` did not cover (logged once).
@@ -109,7 +109,7 @@ def _in_flight(model: Any, module: torch.nn.Module | None, group: list, first: i
     nothing, so rotating ``first`` gives every slot both backward graphs. Each output is let
     go before the backwards, as a loop that turns it into its loss at once does: its slot's
     output buffer is then free, and the backward's tangents are staged there
-    (``delivery.tangent_buffer``); those are the graphs such a loop replays. Given ``held``
+    (``banks.tangent_buffer``); those are the graphs such a loop replays. Given ``held``
     (the last call's outputs), the forwards run while it holds them, then it holds the new
     ones through the backwards instead, as ``out = model(x); f(out).backward()`` does."""
     if module is not None:

@@ -227,9 +227,12 @@ def test_cuda_delivered_gradients_match_eager_and_survive_replays():
         e(x).sum().backward()
         for p, q in zip(m.parameters(), e.parameters(), strict=True):
             torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
-        if step >= 3:  # in the output buffer, or (grads_in_arena) in the slot's arena
-            buf, (slot,) = _region_buffer().tensor, fxslots.regions()[0].ring.slots
-            spans = [(t.data_ptr(), t.data_ptr() + t.numel()) for t in (buf, slot.arena)]
+        if step >= 3:  # in an output buffer, or (grads_in_arena) in the slot's arena
+            (region,) = fxslots.regions()
+            places = [b.tensor for b in (*region.outputs.values(),
+                                         *region.placed_outputs.values())]
+            spans = [(t.data_ptr(), t.data_ptr() + t.numel())
+                     for t in (*places, region.ring.slots[0].arena) if t is not None]
             assert all(any(lo <= p.grad.data_ptr() < hi for lo, hi in spans)
                        for p in m.parameters()), step
         m.zero_grad(set_to_none=True)

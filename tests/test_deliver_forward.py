@@ -1,5 +1,5 @@
 """A forward that writes its large outputs into its slot's output buffer itself
-(``passes/deliver.fresh_outputs``, ``grads.deliver_forward``, ``delivery.forward_buffer``).
+(``passes/deliver.fresh_outputs``, ``grads.deliver_forward``, ``banks.forward_buffer``).
 
 Before, each replay computed them into the pool and copied them out for the caller: the pool
 was sized by them (two thirds of heavy's, H200 run 30c) and every step paid the copy. CPU runs
@@ -181,7 +181,7 @@ def test_outputs_dropped_before_the_next_forward_keep_one_buffer(stand_in_graphs
     (banks,) = region.forward_outputs.values()
     first, second = banks.banks
     # out is held through its backward: the tangents go to the second buffer, in place of
-    # the staging buffer (delivery.tangent_buffer); the outputs stay in the first
+    # the staging buffer (banks.tangent_buffer); the outputs stay in the first
     assert len(addresses) == 1 and banks.held == 0
     assert second.tensor is not None and region.staging.tensor is None
     lo = first.tensor.data_ptr()

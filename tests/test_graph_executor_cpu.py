@@ -78,7 +78,7 @@ class _StandInCapturer:
         arenas = {a.data_ptr() for g in fxslots.regions() for sl in g.ring.slots
                   for a in (sl.arena, sl.host_arena) if a is not None}
         arenas |= {b.tensor.data_ptr() for g in fxslots.regions()
-                   for b in (*g.outputs.values(),
+                   for b in (*g.outputs.values(), *g.placed_outputs.values(),
                              *(b for banks in g.forward_outputs.values() for b in banks.banks))
                    if b.tensor is not None}
         graph.pool = [o.untyped_storage() for o in outs if isinstance(o, torch.Tensor)

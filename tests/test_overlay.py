@@ -182,8 +182,8 @@ def test_a_loop_that_drops_gradients_gets_them_in_the_arena_bitwise(stand_in_gra
     assert sum(placed[-1]) >= len(placed[-1]) - 2, placed[-1]
     assert placed[1:] == [placed[-1]] * 5  # the same place every step: graphs replay
     assert region.ring.evictions == 0 and _StandInGraph.replays > 0
-    (buffer,) = region.outputs.values()
-    assert buffer.tensor.numel() <= rest + 512
+    (full,), (buffer,) = region.outputs.values(), region.placed_outputs.values()
+    assert full.tensor is None and buffer.tensor.numel() <= rest + 512
     assert fxslots.counters["grad_bytes_in_arena"] > 0
 
 
@@ -306,6 +306,48 @@ def test_after_prepare_a_loop_that_drops_gradients_captures_nothing(stand_in_gra
     (region,) = fxslots.regions()
     assert region.grads_in_arena() and fxslots.counters["grad_bytes_in_arena"] > 0
     assert fxslots.counters["captures"] == captures
+
+
+def test_the_buffer_a_loop_no_longer_needs_is_freed_once_and_its_graphs_forgotten():
+    """``Deliveries.release`` by hand: the full output buffer goes once a backward places
+    gradients (not inside prepare, which captures both kinds), and stays once an unplaced
+    backward needed it after that (freed again, it would grow and capture in turn); the
+    placed one goes once the loop is seen keeping gradients."""
+    from types import SimpleNamespace as NS
+
+    from fxslots.options import Options
+    from fxslots.runtime.cudagraphs.delivery import Deliveries
+    from fxslots.runtime.region import Region
+
+    region = Region.new("r", Options())
+    variant, slot, cpu = NS(region=region), NS(params=0), torch.device("cpu")
+    full, rest = region.outputs_for(0), region.outputs_for(0, placed=True)
+    deliveries, dropped = Deliveries(512), []
+
+    def release(placed):
+        """The generations whose graphs this call forgot, among the buffers' so far."""
+        dropped.clear()
+        deliveries.release(variant, slot, placed, dropped.append)
+        return {g for g in seen if any(d(NS(delivers=g)) for d in dropped)}
+
+    full.ensure(4096, cpu)  # the warm-up's
+    seen = {full.generation}
+    assert release(False) == set() and full.tensor is not None
+    state.preparing += 1
+    try:
+        assert release(True) == set() and full.tensor is not None
+    finally:
+        state.preparing -= 1
+    rest.ensure(512, cpu)
+    seen |= {rest.generation}
+    assert release(True) == {full.generation} and full.tensor is None
+    full.ensure(4096, cpu)  # a layout where no gradient fits grows it again
+    seen |= {full.generation}
+    assert release(False) == set() and release(True) == set()
+    assert full.tensor is not None and rest.tensor is not None
+    region.grads_kept = True
+    assert release(False) == {rest.generation}
+    assert rest.tensor is None and full.tensor is not None
 
 
 def test_a_loop_seen_keeping_gradients_stops_before_it_must_evict(stand_in_graphs):  # noqa

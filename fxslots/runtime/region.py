@@ -30,6 +30,9 @@ class Region:
     # Per parameter set (ring.Slot.params): one compiled graph can serve several modules (a
     # pipeline rank's chunks), whose gradients each backward delivers into a buffer of their own.
     outputs: dict[int, OutputBuffer] = field(default_factory=dict)
+    # ... and where backwards that put the others in the arena deliver the rest (not the
+    # same: a loop may need both, prepare captures both, and this one is smaller).
+    placed_outputs: dict[int, OutputBuffer] = field(default_factory=dict)
     # Per slot index: where its forwards write the large outputs they hand out
     # (``Variant.deliver_forward``); shared by an arena group's regions, as the ring is.
     forward_outputs: dict[int, OutputBanks] = field(default_factory=dict)
@@ -52,10 +55,11 @@ class Region:
     def new(cls, name: str, options: Options) -> "Region":
         return cls(SlotRing(name, options))
 
-    def outputs_for(self, params: int) -> OutputBuffer:
-        buffer = self.outputs.get(params)
+    def outputs_for(self, params: int, placed: bool = False) -> OutputBuffer:
+        buffers = self.placed_outputs if placed else self.outputs
+        buffer = buffers.get(params)
         if buffer is None:
-            buffer = self.outputs[params] = OutputBuffer()
+            buffer = buffers[params] = OutputBuffer()
         return buffer
 
     def outputs_of_slot(self, index: int) -> OutputBanks:
@@ -133,7 +137,8 @@ class Region:
         """Give back every byte no microbatch holds, and the graphs that point at them."""
         self.ring.free()
         self.staging.free()
-        for buffer in (*self.outputs.values(), *self.forward_outputs.values()):
+        for buffer in (*self.outputs.values(), *self.placed_outputs.values(),
+                       *self.forward_outputs.values()):
             buffer.free()
 
 

@@ -46,6 +46,7 @@ OPTIONS = "fxslots/options.py"
 OVERLAY = "fxslots/overlay.py"
 LIFETIMES = "fxslots/passes/lifetimes.py"
 DELIVERY = "fxslots/runtime/cudagraphs/delivery.py"
+BANKS = "fxslots/runtime/cudagraphs/banks.py"
 STATE = "fxslots/state.py"
 UNALIAS = "fxslots/passes/unalias.py"
 POLICIES = "fxslots/policies.py"
@@ -174,7 +175,7 @@ MUTANTS: tuple[Mutant, ...] = (
            "        cap.graph.replay()",
            "a replay first copies the caller's inputs into the slot's staging", "cpu",
            (f"{STAND_IN}::test_executor_matches_aot_eager",)),
-    Mutant("backward-skips-tangent-staging", DELIVERY,
+    Mutant("backward-skips-tangent-staging", BANKS,
            "        _torch.foreach_copy_(views, [args[i] for i in tangents])",
            "        pass",
            "a backward replay reads this call's tangents from where they were staged", "cpu",
@@ -816,7 +817,7 @@ MUTANTS: tuple[Mutant, ...] = (
            "lifetimes follow aliases by schema: the source of a copy_ into a buffer is freed "
            "after it, not kept to the end with the buffer (the warm-up's peak estimate)", "cpu",
            ("tests/test_accumulate.py::test_allocated_peak_counts_what_a_run_holds_at_once",)),
-    Mutant("tangents-into-a-held-buffer", DELIVERY,
+    Mutant("tangents-into-a-held-buffer", BANKS,
            "    buffer = banks.unheld()\n",
            "    buffer = banks.banks[0]\n",
            "a backward stages its tangents in an output buffer of its slot only where the caller "
@@ -1123,7 +1124,7 @@ MUTANTS: tuple[Mutant, ...] = (
            "outputs: its forward into both output buffers, its tangents in both", "cpu",
            ("tests/test_deliver_forward.py::"
             "test_prepare_hold_outputs_captures_both_buffers_of_every_shape",)),
-    Mutant("held-output-tangents-in-the-staging-buffer", "fxslots/runtime/cudagraphs/delivery.py",
+    Mutant("held-output-tangents-in-the-staging-buffer", BANKS,
            "variant.region.ring.options.slots > 1",
            "variant.region.ring.options.slots > 0",
            "a backward whose output the caller holds stages its tangents in the slot's other "
@@ -1209,4 +1210,36 @@ MUTANTS: tuple[Mutant, ...] = (
            "a factory's temporary computed into given memory is called without the dtype and "
            "device its out= form does not take", "cpu",
            ("tests/test_borrow.py::test_a_factory_temporary_is_computed_into_the_arena",)),
+    Mutant("full-output-buffer-kept-after-placing", DELIVERY,
+           "        self._placing.add(full)\n        _free(full, drop)\n",
+           "        self._placing.add(full)\n",
+           "the output buffer of backwards that place no gradient in the arena is freed once "
+           "one does (Inductor's warm-up filled it: llama-large's 0.92 GiB, H200 run 42a)", "cpu",
+           ("tests/test_overlay.py::"
+            "test_the_buffer_a_loop_no_longer_needs_is_freed_once_and_its_graphs_forgotten",
+            "tests/test_fence.py::test_inductor_gradients_land_in_the_arena_and_stay_there")),
+    Mutant("placed-buffer-kept-for-a-loop-that-keeps-gradients", DELIVERY,
+           "            if variant.region.grads_kept:\n",
+           "            if False:\n",
+           "the buffer and graphs of backwards that place gradients in the arena go once the "
+           "loop is seen keeping gradients", "cpu",
+           ("tests/test_overlay.py::"
+            "test_the_buffer_a_loop_no_longer_needs_is_freed_once_and_its_graphs_forgotten",
+            "tests/test_deliver_forward.py::"
+            "test_a_moved_buffer_leaves_no_stale_graph_in_any_shape")),
+    Mutant("full-buffer-freed-again-after-an-unplaced-backward", DELIVERY,
+           "(placed and full in self._mixed)",
+           "(placed and False)",
+           "the full output buffer is freed at most once unless no unplaced backward needed it "
+           "since (else layouts free, grow and capture in turn)", "cpu",
+           ("tests/test_overlay.py::"
+            "test_the_buffer_a_loop_no_longer_needs_is_freed_once_and_its_graphs_forgotten",)),
+    Mutant("buffers-released-inside-prepare", DELIVERY,
+           "        if state.preparing or (placed",
+           "        if (placed",
+           "prepare keeps both output buffers and the graphs it captured over each", "cpu",
+           ("tests/test_overlay.py::"
+            "test_the_buffer_a_loop_no_longer_needs_is_freed_once_and_its_graphs_forgotten",
+            "tests/test_overlay.py::test_after_prepare_a_loop_that_drops_gradients_captures_"
+            "nothing")),
 )

@@ -1,8 +1,8 @@
 """Where a delivering backward writes the gradients it hands out: the region's output buffer
 (``staging.OutputBuffer``), or saved bytes of its slot's arena it has finished reading
 (``fxslots.overlay``), the rest still in the buffer; and where it computes its large
-temporaries: in the pool, or in those bytes too, where each of them finds some. Where a
-delivering forward writes its outputs: its slot's output buffer (``forward_buffer``)."""
+temporaries: in the pool, or in those bytes too, where each of them finds some. (Where a
+delivering forward writes its outputs: ``banks.py``.)"""
 
 from __future__ import annotations
 
@@ -99,19 +99,38 @@ class Deliveries:
     def __init__(self, alignment: int):
         self.alignment = alignment
         self._placements: dict[tuple, Placement] = {}
+        self._placing: set = set()  # full output buffers (release): a backward placed since
+        self._mixed: set = set()  # ... and one that placed none came after it
+
+    def release(self, variant: Any, slot: Slot, placed: bool, drop: Any) -> None:
+        """Free the output buffer the loop no longer needs, forgetting its graphs (both were
+        filled once: Inductor's twin warms up delivering into the full one, ``prepare``
+        captures both). The full one once a backward puts gradients in the arena (kept, it
+        held llama-large's 0.92 GiB: H200 run 42a), unless one needed it since (it would grow
+        and capture in turn); the other once the loop is seen keeping gradients (for good)."""
+        full = variant.region.outputs_for(slot.params)
+        if state.preparing or (placed and full in self._mixed):
+            return
+        if not placed:
+            self._mixed.update((full,) if full in self._placing else ())
+            if variant.region.grads_kept:
+                _free(variant.region.outputs_for(slot.params, placed=True), drop)
+            return
+        self._placing.add(full)
+        _free(full, drop)
 
     def target(self, variant: Any, slot: Slot, outputs: Any, drop: Any) -> Target:
         """Where this backward's gradients go; ``drop(stale)`` forgets graphs that wrote an
         output buffer that has moved."""
         d = variant.deliver
         placed = self._placement(variant, slot) if self._in_arena(variant, slot) else None
+        self.release(variant, slot, placed is not None, drop)
         if placed is None:
             nbytes, runs = d.nbytes, d.runs
         else:
+            outputs = variant.region.outputs_for(slot.params, placed=True)
             nbytes, runs = placed.buffer_nbytes, placed.buffer_runs
-        buffer = None
-        if nbytes or placed is None:
-            buffer = aliased(outputs, nbytes, variant.device, drop)
+        buffer = aliased(outputs, nbytes, variant.device, drop) if nbytes or not placed else None
         if placed is None:
             return Target(buffer, None, outputs.generation, runs)
         arena = _torch.storage_alias(slot.arena.data_ptr(), variant.device, slot.nbytes)
@@ -144,109 +163,19 @@ class Deliveries:
         return placed if any(placed.in_arena) else None
 
 
-def forward_buffer(variant: Any, slot: Slot, warm: bool, drop: Any) -> tuple[Any, int]:
-    """The alias of the slot's output buffer this forward writes its large outputs into
-    (``Variant.deliver_forward``) and the buffer's generation; (None, -1): they are copied out
-    of the pool. Not before the forward has warmed up (``warm``: the plain graph's kernels warm
-    up both, with no buffer held), nor into outputs the caller still holds: of the slot's two
-    buffers (``staging.OutputBanks``), the first it holds nothing of; where it holds both, the
-    plain graph serves that call. After ``HELD_LIMIT`` of those, no more for that slot: a loop
-    that keeps outputs longer would keep capturing, and the buffers would sit beside them."""
-    d = variant.deliver_forward
-    banks = variant.region.outputs_of_slot(slot.index) if d is not None and warm else None
-    if banks is None or not banks.delivering:
-        return None, -1
-    buffer = banks.next_free()
-    if buffer is None:
-        if not banks.delivering:
-            log.info("%s: the caller kept the outputs of slot %d past two of its forwards %d "
-                     "times; they are copied out from now on", variant.name, slot.index,
-                     banks.held)
-            banks.free()
-        return None, -1
-    alias = aliased(buffer, d.nbytes, variant.device, drop)
-    return alias, buffer.generation
-
-
-class Tangents:
-    """Where one executor's backwards stage their tangents, at addresses that stay put from
-    replay to replay: the slot's output buffer (``tangent_buffer``) or the region's staging
-    buffer; their views built once per place and shapes."""
-
-    def __init__(self, region: Any, alignment: int) -> None:
-        self.region, self.alignment = region, alignment
-        self.views: dict[tuple, list[torch.Tensor]] = {}  # by (place, the tangents' shapes)
-        self._packed: dict[tuple, tuple] = {}  # (geometry, nbytes) by the tangents' shapes
-
-    def stage(self, variant: Any, slot: Slot, args: list[Any], tangents: list[int],
-              drop: Any) -> tuple[list[Any], int]:
-        """``args`` with the tangents (at ``tangents``) copied to their place, and the place:
-        the generation of the slot's output buffer, or -1, the staging buffer."""
-        shapes = tuple((args[i].dtype, tuple(args[i].shape), args[i].stride()) for i in tangents)
-        packed = self._packed.get(shapes)
-        if packed is None:
-            packed = self._packed[shapes] = pack(shapes, self.alignment)
-        bank = tangent_buffer(variant, slot, packed[1], drop)
-        # staging generations count from 0, output buffers' from 1: one key space
-        at = bank.generation if bank is not None else -1 - self.region.staging.generation
-        views = self.views.get((at, shapes))
-        if views is None:  # over an alias of the bank: not a hand-out that would hold it
-            if len(self.views) >= 64:  # bounded: places of moved buffers never come back
-                self.views.clear()
-            views = self.views[(at, shapes)] = (
-                self.region.staging.views(*packed, variant.device) if bank is None else
-                make_views(_torch.storage_alias(bank.tensor.data_ptr(), variant.device,
-                                                packed[1]), variant.device, packed[0]))
-        gargs = list(args)
-        _torch.foreach_copy_(views, [args[i] for i in tangents])
-        for i, view in zip(tangents, views, strict=True):
-            gargs[i] = view
-        return gargs, -1 if bank is None else bank.generation
-
-
-def tangent_buffer(variant: Any, slot: Slot, nbytes: int, drop: Any) -> Any:
-    """The output buffer of ``slot`` where its backward stages ``nbytes`` of tangents, or None
-    (the region's staging buffer). A forward that delivers its outputs there has a buffer the
-    tangents fit (a tangent has its output's shape) and, once the caller let go of what was
-    handed out of it, nothing reads it until the slot's next forward writes it; so the staging
-    buffer, as large as the tangents and idle outside a backward, is never allocated: heavy's
-    64 MiB (H200 run 33a). Where the caller holds the output through its backward
-    (``out = model(x); loss = f(out); loss.backward()``), the slot's other buffer serves: that
-    loop holds ``out`` through the next forward too, which writes the other buffer anyway
-    (``staging.OutputBanks``), so the two buffers are all it costs, as eager holds an output and
-    its gradient. It is allocated for tangents alone only in a ring of one slot, where it costs
-    what the staging buffer would; with more slots that is one per slot against one per region.
-    Once the staging buffer exists, every backward stays there: one graph, not one per place."""
-    d = variant.deliver_forward
-    banks = variant.region.outputs_of_slot(slot.index) if d is not None else None
-    if (banks is None or not banks.delivering or nbytes > d.nbytes
-            or variant.region.staging.tensor is not None):
-        return None
-    buffer = banks.unheld()
-    if buffer is None or (buffer.tensor is None and variant.region.ring.options.slots > 1
-                          and any(b.tensor is not None for b in banks.banks)):
-        return None
-    _moving(buffer, drop, lambda: buffer.ensure(d.nbytes, variant.device))
-    return buffer
-
-
-def prepare_hint(region: Any, key: Any) -> str:
-    """What ``prepare`` call would have captured the graph of ``key`` up front."""
-    second = region.outputs_of_slot(key.slot).banks[1].generation  # 0: none yet
-    if second and second in (key.delivers, key.tangents_in):
-        return ("the loop holds an output through its backward or the next forward, and "
-                "fxslots.prepare(model, examples, hold_outputs=True) captures the graphs of "
-                "such a loop up front")
-    return ("fxslots.prepare(model, examples) captures every shape up front (with "
-            "in_flight=True, microbatches in flight as a GPipe pass holds them)")
+def _free(buffer: Any, drop: Any) -> None:
+    if buffer.tensor is not None and not buffer.kept():
+        old = buffer.generation
+        buffer.free()
+        drop(lambda k: k.delivers == old)
 
 
 def aliased(buffer: Any, nbytes: int, device: Any, drop: Any) -> Any:
     """``buffer.alias(nbytes)``, dropping the graphs of its old generation where it moved."""
-    return _moving(buffer, drop, lambda: buffer.alias(nbytes, device))
+    return moving(buffer, drop, lambda: buffer.alias(nbytes, device))
 
 
-def _moving(buffer: Any, drop: Any, act: Any) -> Any:
+def moving(buffer: Any, drop: Any, act: Any) -> Any:
     """``act()``; where that moved ``buffer``, ``drop`` forgets the graphs that deliver into
     its old generation or read tangents there (in every executor: ``GraphExecutor.
     _drop_everywhere``). Generations are unique across buffers (``staging._generations``): no

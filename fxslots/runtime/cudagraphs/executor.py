@@ -27,7 +27,8 @@ from ...passes.collect import mutated_placeholders
 from ..layout import geometry_of, make_views, pack, slot_views
 from ..ring import Slot
 from ..variant import Direction, Variant
-from .delivery import Deliveries, Tangents, forward_buffer, prepare_hint, warm_up
+from .banks import Tangents, forward_buffer, prepare_hint
+from .delivery import Deliveries, warm_up
 from .keys import CaptureKey
 from .outputs import Captured, OutKind, describe_outputs, own_user_outputs, saved_views
 from .pool import CaptureFailed, CudaCapturer
@@ -271,14 +272,12 @@ class GraphExecutor:
             return None
         if key.direction is Direction.FORWARD:
             return self.region.outputs_of_slot(slot.index).holding(key.delivers)
-        return self.region.outputs_for(key.params)
+        return self.region.outputs_for(key.params, placed=bool(key.overlay))
 
     def _staged_in(self, key: CaptureKey) -> tuple[torch.Tensor, ...]:
         """The buffer the tangents of a backward of ``key`` were staged in."""
-        if key.tangents_in == -1:
-            buffer = self.region.staging
-        else:
-            buffer = self.region.outputs_of_slot(key.slot).holding(key.tangents_in)
+        buffer = (self.region.staging if key.tangents_in == -1 else
+                  self.region.outputs_of_slot(key.slot).holding(key.tangents_in))
         return () if buffer is None or buffer.tensor is None else (buffer.tensor,)
 
     def _failed(self, variant, slot, key, failed: CaptureFailed) -> None:

@@ -30,5 +30,5 @@ class CaptureKey(NamedTuple):
     # each way). Only the first address let two layouts share a key (session 15).
     grads_at: tuple[int, ...] = ()
     # A backward that reads its tangents in this generation of its slot's output buffer
-    # (delivery.tangent_buffer); -1: in the region's staging buffer
+    # (banks.tangent_buffer); -1: in the region's staging buffer
     tangents_in: int = -1

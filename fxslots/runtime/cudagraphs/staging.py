@@ -128,7 +128,7 @@ class OutputBanks:
 
     def unheld(self) -> OutputBuffer | None:
         """The first buffer the caller holds nothing of, not counted: a backward stages its
-        tangents there (``delivery.tangent_buffer``)."""
+        tangents there (``banks.tangent_buffer``)."""
         return next((b for b in self.banks if not b.kept()), None)
 
     def holding(self, generation: int) -> OutputBuffer | None:
