@@ -11,7 +11,7 @@ grep -E "passed|failed|^FAILED|^E " "$OUT/r42d-cuda-aten.txt" | head -20
 echo "t=$(( $(date +%s) - t0 ))"
 FXSLOTS_KERNELS=inductor FXSLOTS_FAILURES_FILE="$OUT/r42d-failures.txt" timeout 250 \
   python3 -m pytest -q -p no:cacheprovider -m cuda tests/test_deliver.py tests/test_overlay.py \
-  tests/test_cuda.py -rfE --tb=short -o log_level=WARNING 2>&1 | grep -v "torch.__trace" \
+  tests/test_cuda.py tests/test_fence.py -rfE --tb=short -o log_level=WARNING 2>&1 | grep -v "torch.__trace" \
   > "$OUT/r42d-cuda-inductor.txt"
 grep -E "passed|failed|^FAILED|^E " "$OUT/r42d-cuda-inductor.txt" | head -20
 echo "t=$(( $(date +%s) - t0 ))"
