@@ -309,26 +309,24 @@ def test_after_prepare_a_loop_that_drops_gradients_captures_nothing(stand_in_gra
 
 
 def test_the_buffer_a_loop_no_longer_needs_is_freed_once_and_its_graphs_forgotten():
-    """``Deliveries.release`` by hand: the full output buffer goes once a backward places
+    """``Region.release_outputs`` by hand: the full output buffer goes once a backward places
     gradients (not inside prepare, which captures both kinds), and stays once an unplaced
     backward needed it after that (freed again, it would grow and capture in turn); the
     placed one goes once the loop is seen keeping gradients."""
     from types import SimpleNamespace as NS
 
     from fxslots.options import Options
-    from fxslots.runtime.cudagraphs.delivery import Deliveries
     from fxslots.runtime.region import Region
 
-    region = Region.new("r", Options())
-    variant, slot, cpu = NS(region=region), NS(params=0), torch.device("cpu")
+    region, cpu = Region.new("r", Options()), torch.device("cpu")
     full, rest = region.outputs_for(0), region.outputs_for(0, placed=True)
-    deliveries, dropped = Deliveries(512), []
+    dropped = []
 
     def release(placed):
         """The generations whose graphs this call forgot, among the buffers' so far."""
         dropped.clear()
-        deliveries.release(variant, slot, placed, dropped.append)
-        return {g for g in seen if any(d(NS(delivers=g)) for d in dropped)}
+        region.release_outputs(0, placed, dropped.append)
+        return {g for g in seen if any(d(NS(delivers=g, tangents_in=-1)) for d in dropped)}
 
     full.ensure(4096, cpu)  # the warm-up's
     seen = {full.generation}

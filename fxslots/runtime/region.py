@@ -13,7 +13,7 @@ import torch
 from .. import _torch, state
 from ..errors import OptionsError
 from ..options import Options
-from .cudagraphs.staging import OutputBanks, OutputBuffer, StagingBuffer
+from .cudagraphs.staging import OutputBanks, OutputBuffer, StagingBuffer, release
 from .ring import SlotRing
 
 log = logging.getLogger(__name__)
@@ -33,6 +33,9 @@ class Region:
     # ... and where backwards that put the others in the arena deliver the rest (not the
     # same: a loop may need both, prepare captures both, and this one is smaller).
     placed_outputs: dict[int, OutputBuffer] = field(default_factory=dict)
+    # Per parameter set whose backwards placed gradients outside prepare (release_outputs):
+    # whether one that placed none needed the full buffer after that.
+    _placing: dict[int, bool] = field(default_factory=dict)
     # Per slot index: where its forwards write the large outputs they hand out
     # (``Variant.deliver_forward``); shared by an arena group's regions, as the ring is.
     forward_outputs: dict[int, OutputBanks] = field(default_factory=dict)
@@ -61,6 +64,24 @@ class Region:
         if buffer is None:
             buffer = buffers[params] = OutputBuffer()
         return buffer
+
+    def release_outputs(self, params: int, placed: bool, drop: Any) -> None:
+        """Before a backward of ``params`` delivers (``placed``: with gradients in the arena),
+        free the output buffer the loop no longer needs, forgetting its graphs; both were
+        filled once (Inductor's twin warms up delivering into the full one, ``prepare``
+        captures both). The full one at a placed backward (kept, it held llama-large's 0.92
+        GiB: H200 run 42a), unless one that placed none needed it since: freed each time, it
+        would grow and capture in turn, across variants too. The other once the loop is seen
+        keeping gradients, for good. Nothing inside ``prepare``."""
+        if state.preparing:
+            return
+        if not placed:
+            if params in self._placing:
+                self._placing[params] = True
+            if self.grads_kept:
+                release(self.outputs_for(params, placed=True), drop)
+        elif not self._placing.setdefault(params, False):
+            release(self.outputs_for(params), drop)
 
     def outputs_of_slot(self, index: int) -> OutputBanks:
         banks = self.forward_outputs.get(index)

@@ -12,7 +12,7 @@ import torch
 from ... import _torch
 from ..layout import make_views, pack
 from ..ring import Slot
-from .delivery import moving, aliased
+from .staging import aliased, moving
 
 log = logging.getLogger(__name__)
 

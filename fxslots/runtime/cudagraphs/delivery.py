@@ -16,7 +16,7 @@ from ... import _torch, state
 from ..layout import make_views, pack, view_runs
 from ..ring import Slot
 from ..variant import BORROWS, IN_ARENA
-from .staging import compact_grads, fresh_views
+from .staging import aliased, compact_grads, fresh_views
 
 log = logging.getLogger(__name__)
 
@@ -99,38 +99,21 @@ class Deliveries:
     def __init__(self, alignment: int):
         self.alignment = alignment
         self._placements: dict[tuple, Placement] = {}
-        self._placing: set = set()  # full output buffers (release): a backward placed since
-        self._mixed: set = set()  # ... and one that placed none came after it
-
-    def release(self, variant: Any, slot: Slot, placed: bool, drop: Any) -> None:
-        """Free the output buffer the loop no longer needs, forgetting its graphs (both were
-        filled once: Inductor's twin warms up delivering into the full one, ``prepare``
-        captures both). The full one once a backward puts gradients in the arena (kept, it
-        held llama-large's 0.92 GiB: H200 run 42a), unless one needed it since (it would grow
-        and capture in turn); the other once the loop is seen keeping gradients (for good)."""
-        full = variant.region.outputs_for(slot.params)
-        if state.preparing or (placed and full in self._mixed):
-            return
-        if not placed:
-            self._mixed.update((full,) if full in self._placing else ())
-            if variant.region.grads_kept:
-                _free(variant.region.outputs_for(slot.params, placed=True), drop)
-            return
-        self._placing.add(full)
-        _free(full, drop)
 
     def target(self, variant: Any, slot: Slot, outputs: Any, drop: Any) -> Target:
         """Where this backward's gradients go; ``drop(stale)`` forgets graphs that wrote an
         output buffer that has moved."""
         d = variant.deliver
         placed = self._placement(variant, slot) if self._in_arena(variant, slot) else None
-        self.release(variant, slot, placed is not None, drop)
+        variant.region.release_outputs(slot.params, placed is not None, drop)
         if placed is None:
             nbytes, runs = d.nbytes, d.runs
         else:
             outputs = variant.region.outputs_for(slot.params, placed=True)
             nbytes, runs = placed.buffer_nbytes, placed.buffer_runs
-        buffer = aliased(outputs, nbytes, variant.device, drop) if nbytes or not placed else None
+        buffer = None
+        if nbytes or placed is None:
+            buffer = aliased(outputs, nbytes, variant.device, drop)
         if placed is None:
             return Target(buffer, None, outputs.generation, runs)
         arena = _torch.storage_alias(slot.arena.data_ptr(), variant.device, slot.nbytes)
@@ -161,31 +144,6 @@ class Deliveries:
                      placed.buffer_nbytes, placed.temp_bytes,
                      variant.deliver.overlay.temp_bytes)
         return placed if any(placed.in_arena) else None
-
-
-def _free(buffer: Any, drop: Any) -> None:
-    if buffer.tensor is not None and not buffer.kept():
-        old = buffer.generation
-        buffer.free()
-        drop(lambda k: k.delivers == old)
-
-
-def aliased(buffer: Any, nbytes: int, device: Any, drop: Any) -> Any:
-    """``buffer.alias(nbytes)``, dropping the graphs of its old generation where it moved."""
-    return moving(buffer, drop, lambda: buffer.alias(nbytes, device))
-
-
-def moving(buffer: Any, drop: Any, act: Any) -> Any:
-    """``act()``; where that moved ``buffer``, ``drop`` forgets the graphs that deliver into
-    its old generation or read tangents there (in every executor: ``GraphExecutor.
-    _drop_everywhere``). Generations are unique across buffers (``staging._generations``): no
-    graph that writes another buffer (the other of a slot's two, a forward's beside a
-    backward's) is dropped."""
-    old = buffer.generation
-    result = act()
-    if buffer.generation != old:
-        drop(lambda k: old in (k.delivers, k.tangents_in))
-    return result
 
 
 def warm_up(variant: Any, key: Any, gm: Any, gargs: list[Any], kept: Any) -> Any:

@@ -212,3 +212,33 @@ def fresh_views(nbytes: int, runs: Any, device: torch.device) -> list[torch.Tens
 def _dense(t: torch.Tensor) -> bool:
     return span_elements(t.shape, t.stride()) == t.numel()
 
+
+def aliased(buffer: Any, nbytes: int, device: Any, drop: Any) -> Any:
+    """``buffer.alias(nbytes)``, dropping the graphs of its old generation where it moved."""
+    return moving(buffer, drop, lambda: buffer.alias(nbytes, device))
+
+
+def moving(buffer: Any, drop: Any, act: Any) -> Any:
+    """``act()``; where that moved ``buffer``, ``drop`` forgets the graphs that deliver into
+    its old generation or read tangents there (in every executor: ``GraphExecutor.
+    _drop_everywhere``). Generations are unique across buffers (``_generations``): no graph
+    that writes another buffer (the other of a slot's two, a forward's beside a backward's)
+    is dropped."""
+    old = buffer.generation
+    result = act()
+    if buffer.generation != old:
+        _forget(drop, old)
+    return result
+
+
+def release(buffer: Any, drop: Any) -> None:
+    """Free ``buffer`` unless the caller holds what it handed out; ``drop`` forgets the graphs
+    of its generation, which no later tensor of it will have."""
+    if buffer.tensor is not None and not buffer.kept():
+        old = buffer.generation
+        buffer.free()
+        _forget(drop, old)
+
+
+def _forget(drop: Any, old: int) -> None:
+    drop(lambda k: old in (k.delivers, k.tangents_in))
