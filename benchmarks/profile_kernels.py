@@ -25,8 +25,18 @@ CASES = ["eager", "aot_eager", "fxslots", "inductor"]  # and "fxslots+graphs"
 # it parses), so two option sets profile side by side.
 
 
-def run_case(case: str, size: str, batch: int, seqs: list[int], options: dict) -> dict:
+def run_case(case: str, size: str, batch: int, seqs: list[int], options: dict,
+             code_dir: str | None = None) -> dict:
     import torch
+
+    if code_dir:  # Inductor's code for each graph fxslots compiles (its DEBUG log), per case
+        import logging
+
+        os.makedirs(code_dir, exist_ok=True)
+        name = "".join(c if c.isalnum() else "_" for c in case)
+        handler = logging.FileHandler(os.path.join(code_dir, f"code-{name}.txt"), mode="w")
+        logging.getLogger("fxslots.kernels").addHandler(handler)
+        logging.getLogger("fxslots.kernels").setLevel(logging.DEBUG)
 
     from examples.llama import SIZES, Llama, batch as make_batch
 
@@ -192,16 +202,19 @@ def main() -> None:
     ap.add_argument("--options", default="{}", help="fxslots options, as JSON")
     ap.add_argument("--base", default="eager", help="the case the others are compared with")
     ap.add_argument("--out", default=".")
+    ap.add_argument("--code-dir", help="write Inductor's code of fxslots' graphs there, per case")
     ap.add_argument("--case", help=argparse.SUPPRESS)
     a = ap.parse_args()
     seqs = [int(s) for s in a.seqs.split(",")]
     if a.case:
-        print(json.dumps(run_case(a.case, a.size, a.batch, seqs, json.loads(a.options))))
+        print(json.dumps(run_case(a.case, a.size, a.batch, seqs, json.loads(a.options),
+                                  a.code_dir)))
         return
     results = {}
     for case in a.cases.split(","):
         p = subprocess.run([sys.executable, __file__, "--case", case, "--size", a.size,
-                            "--batch", str(a.batch), "--seqs", a.seqs, "--options", a.options],
+                            "--batch", str(a.batch), "--seqs", a.seqs, "--options", a.options]
+                           + (["--code-dir", a.code_dir] if a.code_dir else []),
                            capture_output=True, text=True, timeout=500)
         line = [x for x in p.stdout.splitlines() if x.startswith("{")]
         if not line:

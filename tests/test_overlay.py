@@ -506,3 +506,30 @@ in the arena: 2240 of 3264 gradient bytes (arena 20480 bytes)""")
         if step:  # the first step is the warm-up: the plain backward
             assert got == want, (step, got)
         _drop(model, e)
+
+
+@KERNELS
+def test_shape_buckets_share_the_output_buffers_without_capturing_in_turn(stand_in_graphs,  # noqa
+                                                                          kernels):
+    """Variants of one region share its output buffers (``Region.release_outputs``): a batch
+    of 2 trains alone first (its arena has room for the biases' gradients only), then batches
+    of 256 (the arena grows; nearly every gradient fits) alternate with it. The full buffer
+    is freed and stays freed, the placed one holds what the batch of 2 places least, nothing
+    captures again once both shapes ran in the grown arena, and gradients stay bitwise."""
+    m, e = _pair()
+    c = torch.compile(m, backend="fxslots", options={"slots": 1, "kernels": kernels},
+                      dynamic=False)
+    ref = e if kernels == "aten" else torch.compile(e, dynamic=False)
+    captures = []
+    for step in range(10):
+        x = torch.randn(256 if step >= 3 and step % 2 else 2, 64)
+        c(x).sum().backward()
+        ref(x).sum().backward()
+        _same_grads(m, e, step)
+        _drop(m, e)
+        captures.append(fxslots.counters["captures"])
+    (region,) = fxslots.regions()
+    (full,), (rest,) = region.outputs.values(), region.placed_outputs.values()
+    assert full.tensor is None and 0 < rest.tensor.numel() < sum(
+        p.numel() * p.element_size() for p in m.parameters())
+    assert captures[-1] == captures[-3] > captures[2], captures
