@@ -19,7 +19,7 @@ from .geometry import span_elements
 from .options import Options
 from .overlay import END, NEVER, Overlay
 from .passes.borrow import borrow_arena, borrowable, reinplace, reinplaceable
-from .passes.fence import computed_at, fence_writes, plan_fences
+from .passes.fence import computed_at, fence_writes, fused_reads, plan_fences
 from .passes.lifetimes import read_lifetimes
 from .passes.observe import observe
 from .runtime.layout import STAGED, layout_of
@@ -62,6 +62,7 @@ class Fencing:
     def __call__(self, graph: fx.Graph) -> None:
         reads, firsts = read_lifetimes(graph, self.n_buffers)
         writes = computed_at(graph, firsts)
+        reads = fused_reads(graph, reads, writes)
         by_group = {g: (at if g in self.fenceable else END)
                     for g, at in _by_group(reads, self.groups).items()}
         fences = plan_fences(writes, by_group, _per_arg(self.groups, len(reads), self.fenceable))

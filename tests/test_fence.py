@@ -25,7 +25,7 @@ from fxslots import kernels, ops
 from fxslots.options import Options
 from fxslots.overlay import END, NEVER
 from fxslots.in_arena import Fencing, _fenceable
-from fxslots.passes.fence import computed_at, fence_writes, plan_fences
+from fxslots.passes.fence import computed_at, fence_writes, fused_reads, plan_fences
 from fxslots.printing import format_graph
 from fxslots.schemas import ArenaPlan, Placement, Write
 from tests.helpers import assert_same, run
@@ -77,17 +77,55 @@ def test_a_copied_gradient_is_written_where_its_value_is_computed():
     """Inductor stores a copied value from the kernel that computes it: its write (and fence)
     comes at the value's producer, seen through views; an ``mm.out`` write, or a copy of an
     input, at the write itself."""
-    gm = _hazard_graph(reduce=True)  # X, W, buf, mul, sum, expand, copy_, sum
+    gm = _hazard_graph("reduce")  # X, W, buf, mul, sum, expand, copy_, sum
     assert computed_at(gm.graph, (6,)) == (4,)
-    assert computed_at(_hazard_graph().graph, (4,)) == (4,)
+    assert computed_at(_hazard_graph("mm-out").graph, (4,)) == (4,)
     g = fx.Graph()
     x, buf = g.placeholder("x"), g.placeholder("buf")
     g.output((g.call_function(aten.copy_.default, (buf, x)),))
     assert computed_at(g, (2,)) == (2,)
+    # a scatter's result is stored, then copied: the write is the copy's (an embedding's)
+    g = fx.Graph()
+    v, i, buf = (g.placeholder(n) for n in ("v", "i", "buf"))
+    zeros = g.call_function(aten.full.default, ([8, 4], 0.0))
+    put = g.call_function(aten.index_put.default, (zeros, [i], v, True))
+    g.output((g.call_function(aten.copy_.default, (buf, put)),))
+    assert computed_at(g, (5,)) == (5,)
+
+
+def _residual(n: int) -> fx.Graph:
+    """``n`` saved tensors summed into ``s``, which a loss sums and a gradient's reduction
+    reads times saved ``F``; then the gradient's ``copy_`` into ``buf``."""
+    g = fx.Graph()
+    xs = [g.placeholder(f"X{k}") for k in range(n)]
+    f, buf = g.placeholder("F"), g.placeholder("buf")
+    s = xs[0]
+    for x in xs[1:]:
+        s = g.call_function(aten.add.Tensor, (s, x))
+    total = g.call_function(aten.sum.default, (s,))
+    col = g.call_function(aten.sum.dim_IntList, (g.call_function(aten.mul.Tensor, (s, f)),
+                                                 [0]))
+    g.output((total, g.call_function(aten.copy_.default, (buf, col))))
+    return g
+
+
+@pytest.mark.parametrize("n", [2, 5])
+def test_reads_inductor_fuses_into_a_gradients_kernel_move_to_its_write(n):
+    """``F`` is read inside the kernel that sums the gradient, so at its write; so is each
+    saved tensor of ``s`` while Inductor computes ``s`` inline in both its users (it reads
+    at most ``realize_reads_threshold``, 4, stored values); of five, it is stored once, by a
+    kernel of its own, and they keep their reads."""
+    g = _residual(n)
+    nodes = list(g.nodes)
+    reads = [max(nodes.index(u) for u in p.users) for p in nodes[:n + 1]]
+    write = computed_at(g, (nodes.index(next(iter(nodes[n + 1].users))),))
+    moved = fused_reads(g, reads, write)
+    assert moved[n] == write[0] > reads[n]  # F
+    assert moved[:n] == ((write[0],) * n if n <= 4 else tuple(reads[:n])), (moved, reads)
 
 
 def test_the_fenced_graph_puts_each_fence_right_before_its_write():
-    gm = _hazard_graph()
+    gm = _hazard_graph("mm-out")
     fence_writes(gm.graph, (4,), ((0,),))  # X, W, buf, mul, then the write
     assert_expected_inline(format_graph(gm), """\
 def forward(
@@ -109,19 +147,21 @@ def forward(
 # ----------------------------------------------------------------------------- Inductor
 
 
-def _hazard_graph(reduce: bool = False) -> fx.GraphModule:
+def _hazard_graph(kind: str) -> fx.GraphModule:
     """A backward that reads saved ``X`` into a pointwise value, then writes a gradient into
-    ``buf`` (by ``mm``, or by a ``copy_`` of a reduction over the value with ``reduce``), then
-    uses the value: Inductor computes the value inside the kernel that uses it."""
+    ``buf`` (``kind``: by ``mm`` of ``W``, by a ``copy_`` of a value of ``W``, or by a
+    ``copy_`` of a reduction over the value), then uses the value: Inductor computes the
+    value inside the kernel that uses it."""
     g = fx.Graph()
     x, w, buf = (g.placeholder(n) for n in ("X", "W", "buf"))
     doubled = g.call_function(aten.mul.Tensor, (x, 2.0))
-    if reduce:
-        col = g.call_function(aten.sum.dim_IntList, (doubled, [0], True))
+    if kind == "mm-out":
+        g.call_function(ops.into_op(aten.mm.out), (w, w), {"out": buf})
+    else:
+        col = (g.call_function(aten.mul.Tensor, (w, 3.0)) if kind == "copy" else
+               g.call_function(aten.sum.dim_IntList, (doubled, [0], True)))
         g.call_function(aten.copy_.default, (buf, g.call_function(aten.expand.default,
                                                                   (col, [64, 64]))))
-    else:
-        g.call_function(ops.into_op(aten.mm.out), (w, w), {"out": buf})
     total = g.call_function(aten.sum.default, (doubled,))
     g.output((total, buf))
     gm = fx.GraphModule(nn.Module(), g)
@@ -129,28 +169,54 @@ def _hazard_graph(reduce: bool = False) -> fx.GraphModule:
     return gm
 
 
-@pytest.mark.parametrize("reduce", [False, True], ids=["mm-out", "copy"])
-def test_inductor_reads_a_saved_tensor_before_a_fenced_gradient_takes_its_bytes(reduce):
-    """The gradient's buffer is the saved tensor's bytes (where the runtime would place it):
-    the pointwise read of ``X`` must come before the gradient's write, though Inductor computes
-    it in the kernel of the later sum (unfenced, or with the fence lowered as Inductor lowers a
-    call, the sum read the gradient: -480.9 against -65.4). The fencing pass runs on the graph
-    Inductor lowers, and finds the bytes of ``X`` free for the gradient."""
-    gm = _hazard_graph(reduce)
+def _fenced(kind: str):
+    """The hazard graph compiled by Inductor through the fencing pass (``X``: group 7), its
+    plan, and Inductor's code."""
+    gm = _hazard_graph(kind)
     fencing = Fencing(1, ((0, 7),), {7}, (64 * 64 * 4,))  # X: group 7, fenceable
     example = [p.meta["val"] for p in gm.graph.find_nodes(op="placeholder")]
     compiled = kernels.compile_graph(gm, example, "the hazard", Options(kernels="inductor"),
                                      is_backward=True, last_pass=fencing)
     assert compiled is not None and fencing.overlay is not None
-    assert fencing.overlay.reads[7] < fencing.overlay.writes[0]  # the plan may overlay them
+    return compiled, fencing.overlay
+
+
+@pytest.mark.parametrize("kind", ["mm-out", "copy"])
+def test_inductor_reads_a_saved_tensor_before_a_fenced_gradient_takes_its_bytes(kind):
+    """The gradient's buffer is the saved tensor's bytes (where the runtime would place it):
+    the pointwise read of ``X`` must come before the gradient's write, though Inductor computes
+    it in the kernel of the later sum (unfenced, or with the fence lowered as Inductor lowers a
+    call, the sum read the gradient: -480.9 against -65.4). The fencing pass runs on the graph
+    Inductor lowers, and finds the bytes of ``X`` free for the gradient."""
+    compiled, overlay = _fenced(kind)
+    assert overlay.reads[7] < overlay.writes[0]  # the plan may overlay them
     torch.manual_seed(0)
     arena, w = torch.randn(64, 64), torch.randn(64, 64)
     saved = arena.clone()
     total, grad = compiled(arena, w, arena)
     torch.testing.assert_close(total, (saved * 2).sum())  # Inductor sums in its own order
     assert grad.data_ptr() == arena.data_ptr()
-    want = (saved * 2).sum(0, keepdim=True).expand(64, 64) if reduce else w @ w
-    torch.testing.assert_close(grad, want)
+    torch.testing.assert_close(grad, w @ w if kind == "mm-out" else (w * 3))
+
+
+def test_a_gradient_whose_kernel_reads_a_saved_tensor_never_takes_its_bytes(caplog):
+    """A gradient summed over a value of ``X`` that Inductor computes inside the summing
+    kernel reads ``X`` at its own write (``fence.fused_reads``): the plan gives it none of
+    ``X``'s bytes, and nothing is fenced, so Inductor keeps computing the value inline in both
+    sums (fenced at the sum, it stored the value first: an RMSNorm weight gradient's product,
+    a tensor of the activation's size, and a kernel more)."""
+    with caplog.at_level(logging.DEBUG, logger="fxslots.kernels"):
+        compiled, overlay = _fenced("reduce")
+    assert overlay.reads[7] >= overlay.writes[0]
+    (code,) = [r.getMessage() for r in caplog.records
+               if r.getMessage().startswith("Inductor's code for the hazard")]
+    call = code[code.index("def call("):]
+    assert "fxslots.fence.default(" not in call and "((64, 64)" not in call.split("return")[0]
+    assert len(re.findall(r"^\s+cpp_fused\w*\(", call, re.M)) == 1, call
+    x, w, buf = torch.randn(64, 64), torch.randn(64, 64), torch.empty(64, 64)
+    total, grad = compiled(x, w, buf)
+    torch.testing.assert_close(total, (x * 2).sum())
+    torch.testing.assert_close(grad, (x * 2).sum(0, keepdim=True).expand(64, 64))
 
 
 # ----------------------------------------------------------------------------- models
@@ -175,13 +241,19 @@ def test_inductor_gradients_in_the_arena_bitwise_torch_compile(stand_in_graphs, 
                 rtol=1e-6)
 
 
-def test_fences_cost_llama_no_kernel(stand_in_graphs, caplog):  # noqa: F811
-    """Inductor's fenced delivering backward of a Llama runs as many kernels, and allocates no
-    more buffers, than its unfenced one (a gradient fenced at its ``copy_`` rather than at its
-    producer was computed into a buffer of its own and copied: two more kernels here)."""
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_fences_cost_llama_no_kernel(stand_in_graphs, caplog, dtype):  # noqa: F811
+    """Inductor's fenced delivering backward of a Llama allocates no more buffers than its
+    unfenced one, and runs the same kernels but one: its last, which copies (or casts) the
+    embedding's scatter into the gradient's buffer after its fence, where the CPU backend
+    puts it in the scatter's function when nothing stands between (a GPU runs a scatter and
+    what reads its result as two kernels anyway). Fenced at its ``copy_``, a gradient was
+    computed into a buffer of its own and copied; fenced before the sum Inductor fuses into
+    its kernel, an RMSNorm weight's gradient stored the product it sums (in bf16: rounded,
+    so the gradients differed from ``torch.compile``'s) and summed it in a kernel more."""
     cfg = SIZES["llama-tiny"]
     torch.manual_seed(0)
-    model, (x, y) = Llama(cfg), batch(cfg, 2, 32)
+    model, (x, y) = Llama(cfg).to(dtype), batch(cfg, 2, 32)
     codes = {}
     for arena in (True, False):
         fxslots.reset()
@@ -193,11 +265,33 @@ def test_fences_cost_llama_no_kernel(stand_in_graphs, caplog):  # noqa: F811
             f(x, y).backward()
         (code,) = [r.getMessage() for r in caplog.records
                    if r.getMessage().startswith("Inductor's code for the delivering")]
-        codes[arena] = code[code.index("def call("):]
-    count = {a: (len(re.findall(r"^\s+cpp_fused\w*\(", c, re.M)), c.count("empty_strided"))
-             for a, c in codes.items()}
+        codes[arena] = code[code.index("def call("):code.index("def benchmark_compiled_module")]
+    kernels_ = {a: re.findall(r"^\s+(cpp_fused\w*)\(", c, re.M) for a, c in codes.items()}
+    fenced, plain = kernels_[True], kernels_[False]
     assert "fxslots.fence.default(" in codes[True]
-    assert count[True][0] == count[False][0] and count[True][1] <= count[False][1], count
+    # the one extra kernel may only be the scatter's copy, named for nothing it fuses
+    assert len(fenced) == len(plain) or (len(fenced) == len(plain) + 1 and re.fullmatch(
+        r"cpp_fused_(embedding_dense_backward_)?\d+", fenced[-1])), (fenced, plain)
+    assert codes[True].count("empty_strided") <= codes[False].count("empty_strided")
+
+
+def test_fenced_bf16_llama_gradients_are_torch_compiles_bitwise(stand_in_graphs):  # noqa: F811
+    """In the arena, step after step, a bf16 Llama's gradients are ``torch.compile``'s to the
+    bit: the fences change no rounding (one that stored an RMSNorm weight gradient's product
+    in bf16 before summing it did)."""
+    cfg = SIZES["llama-tiny"]
+    torch.manual_seed(0)
+    model = Llama(cfg).to(torch.bfloat16)
+    ref = torch.compile(copy.deepcopy(model))
+    f = torch.compile(model, backend="fxslots", options={"slots": 1, "kernels": "inductor"})
+    for step in range(3):
+        x, y = batch(cfg, 2, 32)
+        f(x, y).backward()
+        ref(x, y).backward()
+        for p, q in zip(model.parameters(), ref.parameters(), strict=True):
+            assert torch.equal(p.grad, q.grad), step
+        _drop(model, ref)
+    assert fxslots.counters["grad_bytes_in_arena"] > 0
 
 
 def test_an_inductor_that_may_not_keep_the_fences_order_keeps_the_buffer(stand_in_graphs):  # noqa

@@ -286,6 +286,7 @@ from .inductor import (  # noqa: E402 - below the helpers they use
     inductor_falls_back,
     inductor_joint_passes,
     inductor_output_code,
+    inductor_reads_threshold,
     fence_hazard,
     lower_after_reads,
     tracing_fake_mode,

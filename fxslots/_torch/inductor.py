@@ -138,6 +138,14 @@ def inductor_output_code(compiled: Any) -> str:
     return getattr(compiled, "source_code", None) or ""
 
 
+def inductor_reads_threshold() -> int:
+    """How many buffers a pointwise value with several users may read and still be computed
+    inline by each of them (more, and Inductor stores it once: ``realize_reads_threshold``)."""
+    from torch._inductor import config
+
+    return int(getattr(config, "realize_reads_threshold", 4))
+
+
 def inductor_falls_back(op: Any) -> bool:
     """Whether Inductor runs ``op`` as an ATen call (a fallback), not a kernel of its own."""
     from torch._inductor import lowering

@@ -34,6 +34,8 @@ from ..schemas import SLOT_META
 
 
 _COPY = torch.ops.aten.copy_.default
+_SCATTERS = frozenset({torch.ops.aten._unsafe_masked_index_put_accumulate.default,
+                       torch.ops.aten.index_put.default, torch.ops.aten.scatter_add.default})
 
 
 def plan_fences(writes: Sequence[int], reads: Mapping[Hashable, int],
@@ -71,8 +73,74 @@ def computed_at(graph: fx.Graph, writes: Sequence[int]) -> tuple[int, ...]:
         src = node.args[1] if node is not None and node.target is _COPY else None
         while isinstance(src, fx.Node) and _torch.returns_view(src.target):
             src = src.args[0]
-        out.append(pos[src] if isinstance(src, fx.Node) and src.op == "call_function" else w)
+        stored = (isinstance(src, fx.Node) and src.op == "call_function"
+                  and src.target not in _SCATTERS)  # a scatter's result is copied
+        out.append(pos[src] if stored else w)
     return tuple(out)
+
+
+def fused_reads(graph: fx.Graph, reads: Sequence[int], writes: Sequence[int]
+                ) -> tuple[int, ...]:
+    """``reads`` (the last read of each argument placeholder of ``graph``) with the reads that
+    Inductor fuses into a gradient's producing kernel moved to that gradient's write (by
+    position, ``writes``): the values its kernel computes inline (``_inline``) read their
+    placeholders there, not at their own nodes. Fenced at those nodes instead, an RMSNorm
+    weight's gradient lost its fusion: Inductor stored the product it sums before the fence
+    (a tensor of the activation's size, rounded to bf16) and summed it in a kernel of its own
+    after it. A later read only shrinks what the plan may place: safe wherever this guess
+    of Inductor's fusion is wrong."""
+    nodes = list(graph.nodes)
+    index = {n: k for k, n in enumerate(n for n in nodes if n.op == "placeholder")}
+    inline = _inline(nodes)
+    out = list(reads)
+    for w in writes:
+        for p in (_fused_into(nodes[w], inline) if w < len(nodes) else ()):
+            if index.get(p, len(out)) < len(out):
+                out[index[p]] = max(out[index[p]], w)
+    return tuple(out)
+
+
+def _fused_into(producer: fx.Node, inline: set[fx.Node]) -> set[fx.Node]:
+    """The placeholders the kernel computing ``producer`` reads through the values it
+    computes inline; none for a producer Inductor does not generate."""
+    found: set[fx.Node] = set()
+    seen, stack = {producer}, list(producer.all_input_nodes) if _generated(producer) else []
+    while stack:
+        n = stack.pop()
+        if n not in seen:
+            seen.add(n)
+            if n.op == "placeholder":
+                found.add(n)
+            elif n in inline:
+                stack.extend(n.all_input_nodes)
+    return found
+
+
+def _inline(nodes: list[fx.Node]) -> set[fx.Node]:
+    """The values Inductor computes inside each kernel that uses them, by its rules: one it
+    generates, whose every user it generates too (an extern kernel such as ``mm`` reads a
+    stored value), and, with several users, that reads few stored values (more, and it
+    stores it once: a residual gradient summed over the layers is stored; counted as inline,
+    an embedding's scatter would reach back through every layer)."""
+    limit, inline = _torch.inductor_reads_threshold(), set()
+    reads: dict[fx.Node, frozenset[fx.Node]] = {}
+    for n in nodes:  # in topological order: each argument's reads are known
+        if not _generated(n):
+            continue
+        reads[n] = frozenset().union(*(reads[a] if a in inline else {a}
+                                       for a in n.all_input_nodes))
+        if all(_generated(u) for u in n.users) and (len(n.users) <= 1 or len(reads[n]) <= limit):
+            inline.add(n)
+    return inline
+
+
+def _generated(node: fx.Node) -> bool:
+    """Whether Inductor computes ``node`` in a kernel it generates, fusible with its
+    neighbours: a pointwise op, a view, a reduction or a scatter (an embedding's gradient)."""
+    tags = getattr(node.target, "tags", ())
+    return node.op == "call_function" and (
+        torch.Tag.pointwise in tags or torch.Tag.reduction in tags or node.target in _SCATTERS
+        or _torch.returns_view(node.target))
 
 
 def fence_writes(graph: fx.Graph, writes: Sequence[int], fences: Sequence[tuple[int, ...]]

@@ -1177,6 +1177,28 @@ MUTANTS: tuple[Mutant, ...] = (
            "a copied gradient is fenced at its value's producer, so that Inductor still stores "
            "it from the kernel that computes it (no buffer of its own, no copy kernel)", "cpu",
            ("tests/test_fence.py::test_fences_cost_llama_no_kernel",)),
+    Mutant("reads-fused-into-a-gradient-kept-at-their-nodes", "fxslots/in_arena.py",
+           "        reads = fused_reads(graph, reads, writes)",
+           "        reads = tuple(reads)",
+           "a saved tensor read inside the kernel that computes a gradient is read at that "
+           "gradient's write: the plan gives it none of its bytes and no fence splits the "
+           "kernel", "cpu",
+           ("tests/test_fence.py::"
+            "test_a_gradient_whose_kernel_reads_a_saved_tensor_never_takes_its_bytes",)),
+    Mutant("shared-values-always-inline", "fxslots/passes/fence.py",
+           "(len(n.users) <= 1 or len(reads[n]) <= limit)",
+           "True",
+           "a value with several users that reads many stored values is stored once, not "
+           "counted as computed inline (an embedding's scatter would reach back through "
+           "every layer)", "cpu",
+           ("tests/test_fence.py::"
+            "test_reads_inductor_fuses_into_a_gradients_kernel_move_to_its_write",)),
+    Mutant("scatter-result-written-by-the-scatter", "fxslots/passes/fence.py",
+           "and src.target not in _SCATTERS)",
+           ")",
+           "a copied scatter result is written at its copy, not at the scatter (which stores "
+           "it in a buffer of its own)", "cpu",
+           ("tests/test_fence.py::test_a_copied_gradient_is_written_where_its_value_is_computed",)),
     Mutant("fence-order-unchecked", "fxslots/_torch/inductor.py",
            "    if fake and not split and getattr(config, \"reorder_for_peak_memory\", False):",
            "    if False:",
