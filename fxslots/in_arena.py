@@ -18,8 +18,8 @@ from .fallback import go_without, or_without
 from .geometry import span_elements
 from .options import Options
 from .overlay import END, NEVER, Overlay
-from .passes.borrow import borrow_arena, borrowable, reinplace, reinplaceable
-from .passes.fence import computed_at, fence_writes, fused_reads, plan_fences
+from .passes.borrow import MIN_BYTES, borrow_arena, borrowable, reinplace, reinplaceable
+from .passes.fence import computed_at, fence_writes, fused_reads, plan_fences, unfenced_small
 from .passes.lifetimes import read_lifetimes
 from .passes.observe import observe
 from .runtime.layout import STAGED, layout_of
@@ -63,6 +63,7 @@ class Fencing:
         reads, firsts = read_lifetimes(graph, self.n_buffers)
         writes = computed_at(graph, firsts)
         reads = fused_reads(graph, reads, writes)
+        writes = unfenced_small(graph, writes, self.nbytes, MIN_BYTES)
         by_group = {g: (at if g in self.fenceable else END)
                     for g, at in _by_group(reads, self.groups).items()}
         fences = plan_fences(writes, by_group, _per_arg(self.groups, len(reads), self.fenceable))

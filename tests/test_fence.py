@@ -129,22 +129,25 @@ def test_the_fenced_graph_puts_each_fence_right_before_its_write():
     fence_writes(gm.graph, (4,), ((0,),))  # X, W, buf, mul, then the write
     assert_expected_inline(format_graph(gm), """\
 def forward(
-    x: f32[64, 64],
-    w: f32[64, 64],
-    buf: f32[64, 64],
+    x: f32[512, 512],
+    w: f32[512, 512],
+    buf: f32[512, 512],
 ):
-    mul_tensor: f32[64, 64] = aten.mul.Tensor(x, 2.0)
+    mul_tensor: f32[512, 512] = aten.mul.Tensor(x, 2.0)
     fence_default = fxslots.fence(buf, [x])  # fence: buf is written after the last read of x
     mm_out_into_default = fxslots.mm_out_into(w, w, out=buf)
     sum_default: f32[] = aten.sum(mul_tensor)
     return [sum_default, buf]""")
     gm.recompile()  # the fence writes nothing: the graph computes what it did
-    x, w, buf = torch.randn(64, 64), torch.randn(64, 64), torch.empty(64, 64)
+    x, w, buf = torch.randn(N, N), torch.randn(N, N), torch.empty(N, N)
     total, grad = gm(x, w, buf)
     assert torch.equal(total, (x * 2).sum()) and torch.equal(grad, w @ w)
 
 
 # ----------------------------------------------------------------------------- Inductor
+
+
+N = 512  # a hazard gradient of 1 MiB: smaller ones Inductor sums are not fenced (unfenced_small)
 
 
 def _hazard_graph(kind: str) -> fx.GraphModule:
@@ -161,11 +164,11 @@ def _hazard_graph(kind: str) -> fx.GraphModule:
         col = (g.call_function(aten.mul.Tensor, (w, 3.0)) if kind == "copy" else
                g.call_function(aten.sum.dim_IntList, (doubled, [0], True)))
         g.call_function(aten.copy_.default, (buf, g.call_function(aten.expand.default,
-                                                                  (col, [64, 64]))))
+                                                                  (col, [N, N]))))
     total = g.call_function(aten.sum.default, (doubled,))
     g.output((total, buf))
     gm = fx.GraphModule(nn.Module(), g)
-    FakeTensorProp(gm).propagate(*(torch.empty(64, 64) for _ in range(3)))
+    FakeTensorProp(gm).propagate(*(torch.empty(N, N) for _ in range(3)))
     return gm
 
 
@@ -173,7 +176,7 @@ def _fenced(kind: str):
     """The hazard graph compiled by Inductor through the fencing pass (``X``: group 7), its
     plan, and Inductor's code."""
     gm = _hazard_graph(kind)
-    fencing = Fencing(1, ((0, 7),), {7}, (64 * 64 * 4,))  # X: group 7, fenceable
+    fencing = Fencing(1, ((0, 7),), {7}, (N * N * 4,))  # X: group 7, fenceable
     example = [p.meta["val"] for p in gm.graph.find_nodes(op="placeholder")]
     compiled = kernels.compile_graph(gm, example, "the hazard", Options(kernels="inductor"),
                                      is_backward=True, last_pass=fencing)
@@ -191,7 +194,7 @@ def test_inductor_reads_a_saved_tensor_before_a_fenced_gradient_takes_its_bytes(
     compiled, overlay = _fenced(kind)
     assert overlay.reads[7] < overlay.writes[0]  # the plan may overlay them
     torch.manual_seed(0)
-    arena, w = torch.randn(64, 64), torch.randn(64, 64)
+    arena, w = torch.randn(N, N), torch.randn(N, N)
     saved = arena.clone()
     total, grad = compiled(arena, w, arena)
     torch.testing.assert_close(total, (saved * 2).sum())  # Inductor sums in its own order
@@ -211,12 +214,13 @@ def test_a_gradient_whose_kernel_reads_a_saved_tensor_never_takes_its_bytes(capl
     (code,) = [r.getMessage() for r in caplog.records
                if r.getMessage().startswith("Inductor's code for the hazard")]
     call = code[code.index("def call("):]
-    assert "fxslots.fence.default(" not in call and "((64, 64)" not in call.split("return")[0]
+    assert "fxslots.fence.default(" not in call and "((512, 512)" not in call.split("return")[0]
     assert len(re.findall(r"^\s+cpp_fused\w*\(", call, re.M)) == 1, call
-    x, w, buf = torch.randn(64, 64), torch.randn(64, 64), torch.empty(64, 64)
+    x, w, buf = torch.randn(N, N), torch.randn(N, N), torch.empty(N, N)
     total, grad = compiled(x, w, buf)
     torch.testing.assert_close(total, (x * 2).sum())
-    torch.testing.assert_close(grad, (x * 2).sum(0, keepdim=True).expand(64, 64))
+    torch.testing.assert_close(grad, (x * 2).sum(0, keepdim=True).expand(N, N), rtol=1e-4,
+                               atol=1e-4)  # Inductor sums 512 rows in its own order
 
 
 # ----------------------------------------------------------------------------- models
@@ -241,19 +245,23 @@ def test_inductor_gradients_in_the_arena_bitwise_torch_compile(stand_in_graphs, 
                 rtol=1e-6)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
-def test_fences_cost_llama_no_kernel(stand_in_graphs, caplog, dtype):  # noqa: F811
-    """Inductor's fenced delivering backward of a Llama allocates no more buffers than its
-    unfenced one, and runs the same kernels but one: its last, which copies (or casts) the
-    embedding's scatter into the gradient's buffer after its fence, where the CPU backend
-    puts it in the scatter's function when nothing stands between (a GPU runs a scatter and
-    what reads its result as two kernels anyway). Fenced at its ``copy_``, a gradient was
-    computed into a buffer of its own and copied; fenced before the sum Inductor fuses into
-    its kernel, an RMSNorm weight's gradient stored the product it sums (in bf16: rounded,
-    so the gradients differed from ``torch.compile``'s) and summed it in a kernel more."""
-    cfg = SIZES["llama-tiny"]
+@pytest.mark.parametrize("name,dtype", [("llama", torch.float32), ("llama", torch.bfloat16),
+                                        ("gpt", torch.float32)],
+                         ids=["llama-fp32", "llama-bf16", "gpt-fp32"])
+def test_fences_cost_no_kernel(stand_in_graphs, caplog, name, dtype):  # noqa: F811
+    """Inductor's fenced delivering backward runs the same kernels as its unfenced one and
+    allocates no more buffers. Fenced at its ``copy_``, a gradient was computed into a buffer
+    of its own and copied; fenced before the sum Inductor fuses into its kernel, an RMSNorm
+    weight's gradient stored the product it sums (in bf16: rounded, so the gradients differed
+    from ``torch.compile``'s) and summed it in a kernel more; fenced at all, GPT's LayerNorm
+    bias gradient split the kernel it shares with the sums that read the saved input (25
+    kernels against 14)."""
     torch.manual_seed(0)
-    model, (x, y) = Llama(cfg).to(dtype), batch(cfg, 2, 32)
+    if name == "llama":
+        cfg = SIZES["llama-tiny"]
+        model, args = Llama(cfg).to(dtype), batch(cfg, 2, 32)
+    else:
+        model, args = GPT(vocab=512, d=256, max_len=128), (torch.randint(0, 512, (2, 128)),)
     codes = {}
     for arena in (True, False):
         fxslots.reset()
@@ -262,16 +270,13 @@ def test_fences_cost_llama_no_kernel(stand_in_graphs, caplog, dtype):  # noqa: F
         f = torch.compile(m, backend="fxslots",
                           options={"slots": 1, "kernels": "inductor", "grads_in_arena": arena})
         with caplog.at_level(logging.DEBUG, logger="fxslots.kernels"):
-            f(x, y).backward()
+            f(*args).float().pow(2).mean().backward()
         (code,) = [r.getMessage() for r in caplog.records
                    if r.getMessage().startswith("Inductor's code for the delivering")]
         codes[arena] = code[code.index("def call("):code.index("def benchmark_compiled_module")]
-    kernels_ = {a: re.findall(r"^\s+(cpp_fused\w*)\(", c, re.M) for a, c in codes.items()}
-    fenced, plain = kernels_[True], kernels_[False]
+    fenced, plain = (re.findall(r"^\s+(cpp_fused\w*)\(", codes[a], re.M) for a in (True, False))
     assert "fxslots.fence.default(" in codes[True]
-    # the one extra kernel may only be the scatter's copy, named for nothing it fuses
-    assert len(fenced) == len(plain) or (len(fenced) == len(plain) + 1 and re.fullmatch(
-        r"cpp_fused_(embedding_dense_backward_)?\d+", fenced[-1])), (fenced, plain)
+    assert len(fenced) == len(plain), (fenced, plain)
     assert codes[True].count("empty_strided") <= codes[False].count("empty_strided")
 
 
@@ -337,9 +342,12 @@ def test_inductor_gradients_land_in_the_arena_and_stay_there(stand_in_graphs):  
                       if not _in(lo, hi, p.grad))
         _same_grads(m, e, step)
         _drop(m, e)
-    # the warm-up shows the loop drops them; then all but the first written go to the arena
+    # the warm-up shows the loop drops them; then the weights but the first written go to the
+    # arena (the biases, small sums Inductor computes in the kernels it fuses, are not fenced:
+    # they take only bytes no node reads, here none)
+    weights = [p for p in m.parameters() if p.dim() == 2]
     assert placed[0] == 0 and placed[1:] == [placed[-1]] * 3
-    assert placed[-1] >= len(list(m.parameters())) - 2, placed
+    assert placed[-1] >= len(weights) - 1, placed
     # Inductor's twin warms up delivering every gradient into the output buffer; kept at that
     # size, it held the bytes the arena now serves (llama-large's steady peak: H200 run 42a)
     (full,), (rest,) = region.outputs.values(), region.placed_outputs.values()

@@ -23,7 +23,7 @@ move reads too (``in_arena.Fencing``).
 
 from __future__ import annotations
 
-from typing import Hashable, Mapping, Sequence
+from typing import Any, Hashable, Mapping, Sequence
 
 import torch
 import torch.fx as fx
@@ -141,6 +141,26 @@ def _generated(node: fx.Node) -> bool:
     return node.op == "call_function" and (
         torch.Tag.pointwise in tags or torch.Tag.reduction in tags or node.target in _SCATTERS
         or _torch.returns_view(node.target))
+
+
+def unfenced_small(graph: fx.Graph, writes: Sequence[int], nbytes: Sequence[int],
+                   limit: int) -> tuple[int, ...]:
+    """``writes`` with 0 (the first node, before any read) for each gradient under ``limit``
+    bytes that a kernel Inductor generates writes (a bias's, a norm weight's): the plan then
+    gives it only bytes no node reads, so it needs no fence, and no fence splits the kernel
+    that writes it from the sums it shares. Fenced, GPT's LayerNorm bias gradient (a sum of the incoming gradient, in the
+    kernel whose other sums read the saved input) was stored by a kernel of its own."""
+    nodes = list(graph.nodes)
+    return tuple(0 if w < len(nodes) and n < limit and _generated(_source(nodes[w])) else w
+                 for w, n in zip(writes, nbytes, strict=True))
+
+
+def _source(node: fx.Node) -> Any:
+    """What a ``copy_`` copies (seen through views: a scatter's result, say); else ``node``."""
+    src = node.args[1] if node.target is _COPY else node
+    while isinstance(src, fx.Node) and _torch.returns_view(src.target):
+        src = src.args[0]
+    return src if isinstance(src, fx.Node) else node
 
 
 def fence_writes(graph: fx.Graph, writes: Sequence[int], fences: Sequence[tuple[int, ...]]

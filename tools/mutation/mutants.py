@@ -1176,7 +1176,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "        src = None",
            "a copied gradient is fenced at its value's producer, so that Inductor still stores "
            "it from the kernel that computes it (no buffer of its own, no copy kernel)", "cpu",
-           ("tests/test_fence.py::test_fences_cost_llama_no_kernel",)),
+           ("tests/test_fence.py::"
+            "test_a_gradient_whose_kernel_reads_a_saved_tensor_never_takes_its_bytes",)),
     Mutant("reads-fused-into-a-gradient-kept-at-their-nodes", "fxslots/in_arena.py",
            "        reads = fused_reads(graph, reads, writes)",
            "        reads = tuple(reads)",
@@ -1199,6 +1200,12 @@ MUTANTS: tuple[Mutant, ...] = (
            "a copied scatter result is written at its copy, not at the scatter (which stores "
            "it in a buffer of its own)", "cpu",
            ("tests/test_fence.py::test_a_copied_gradient_is_written_where_its_value_is_computed",)),
+    Mutant("small-generated-gradients-fenced", "fxslots/in_arena.py",
+           "        writes = unfenced_small(graph, writes, self.nbytes, MIN_BYTES)",
+           "        writes = unfenced_small(graph, writes, self.nbytes, 0)",
+           "a gradient under 1 MiB that a kernel Inductor generates writes takes only bytes no "
+           "node reads and is not fenced (fenced, GPT's LayerNorm bias split its kernel)", "cpu",
+           ("tests/test_fence.py::test_fences_cost_no_kernel",)),
     Mutant("fence-order-unchecked", "fxslots/_torch/inductor.py",
            "    if fake and not split and getattr(config, \"reorder_for_peak_memory\", False):",
            "    if False:",
