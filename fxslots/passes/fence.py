@@ -148,8 +148,9 @@ def unfenced_small(graph: fx.Graph, writes: Sequence[int], nbytes: Sequence[int]
     """``writes`` with 0 (the first node, before any read) for each gradient under ``limit``
     bytes that a kernel Inductor generates writes (a bias's, a norm weight's): the plan then
     gives it only bytes no node reads, so it needs no fence, and no fence splits the kernel
-    that writes it from the sums it shares. Fenced, GPT's LayerNorm bias gradient (a sum of the incoming gradient, in the
-    kernel whose other sums read the saved input) was stored by a kernel of its own."""
+    that writes it from the sums it shares. Fenced, GPT's LayerNorm bias gradient (a sum of
+    the incoming gradient, in the kernel whose other sums read the saved input) was stored by
+    a kernel of its own."""
     nodes = list(graph.nodes)
     return tuple(0 if w < len(nodes) and n < limit and _generated(_source(nodes[w])) else w
                  for w, n in zip(writes, nbytes, strict=True))
