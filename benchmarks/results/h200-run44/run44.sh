@@ -3,7 +3,7 @@
 # 1 MiB that Inductor's kernels compute are no longer fenced (fence.unfenced_small).
 # 1. Under Inductor, the CUDA tests of fences, overlay, delivery and test_cuda.
 # 2. paired.py llama-large sequential: fenced arena, buffer, torch.compile default.
-# 3. The ATen CUDA tests 42c/42d's limits cut (test_deliver, test_deliver_forward, test_inductor).
+# The ATen CUDA tests 42c/42d cut (test_deliver_forward, test_inductor) need a call of their own.
 source benchmarks/gpu_setup.sh
 t0=$(date +%s)
 FXSLOTS_KERNELS=inductor FXSLOTS_FAILURES_FILE="$OUT/r44-failures.txt" timeout 250 \
