@@ -34,9 +34,10 @@ def run_case(case: str, size: str, batch: int, seqs: list[int], options: dict,
 
         os.makedirs(code_dir, exist_ok=True)
         name = "".join(c if c.isalnum() else "_" for c in case)
-        handler = logging.FileHandler(os.path.join(code_dir, f"code-{name}.txt"), mode="w")
-        logging.getLogger("fxslots.kernels").addHandler(handler)
-        logging.getLogger("fxslots.kernels").setLevel(logging.DEBUG)
+        kernels_log = logging.getLogger("fxslots.kernels")
+        kernels_log.addHandler(logging.FileHandler(os.path.join(code_dir, f"code-{name}.txt"),
+                                                   mode="w"))
+        kernels_log.setLevel(logging.DEBUG)
 
     from examples.llama import SIZES, Llama, batch as make_batch
 

@@ -62,6 +62,8 @@ class Fencing:
     def __call__(self, graph: fx.Graph) -> None:
         reads, firsts = read_lifetimes(graph, self.n_buffers)
         writes = computed_at(graph, firsts)
+        # the reads fused into a small gradient's kernel move too, though it takes no fence:
+        # another gradient's fence between them and that kernel would split it
         reads = fused_reads(graph, reads, writes)
         writes = unfenced_small(graph, writes, self.nbytes, MIN_BYTES)
         by_group = {g: (at if g in self.fenceable else END)

@@ -70,9 +70,7 @@ def computed_at(graph: fx.Graph, writes: Sequence[int]) -> tuple[int, ...]:
     out = []
     for w in writes:
         node = nodes[w] if w < len(nodes) else None
-        src = node.args[1] if node is not None and node.target is _COPY else None
-        while isinstance(src, fx.Node) and _torch.returns_view(src.target):
-            src = src.args[0]
+        src = _source(node) if node is not None else None
         stored = (isinstance(src, fx.Node) and src.op == "call_function"
                   and src.target not in _SCATTERS)  # a scatter's result is copied
         out.append(pos[src] if stored else w)

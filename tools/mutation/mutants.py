@@ -1172,8 +1172,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "cpu", ("tests/test_fence.py::"
                    "test_inductor_gradients_in_the_arena_bitwise_torch_compile[gpt]",)),
     Mutant("copy-fenced-at-the-copy", "fxslots/passes/fence.py",
-           "        src = node.args[1] if node is not None and node.target is _COPY else None",
-           "        src = None",
+           "    src = node.args[1] if node.target is _COPY else node",
+           "    src = node",
            "a copied gradient is fenced at its value's producer, so that Inductor still stores "
            "it from the kernel that computes it (no buffer of its own, no copy kernel)", "cpu",
            ("tests/test_fence.py::"
