@@ -82,6 +82,50 @@ def test_inductor_form_writes_matmuls_through_into_ops():
     assert [d.in_place for d in delivered] == [True, False, False, False, True, False]
 
 
+def _embedding_backward() -> tuple[fx.GraphModule, list]:
+    """The backward graph ``torch.compile``'s decompositions make for an fp32 embedding with a
+    padding index, then a Linear: the embedding's gradient is a masked scatter-add over zeros."""
+    got = {}
+
+    def bw(gm, example):
+        got["bw"] = gm
+        return _torch.mark_boxed(lambda args: (got.setdefault("args", list(args)), gm(*args))[1])
+
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Embedding(32, 8, padding_idx=0), nn.Linear(8, 4))
+    from functorch.compile import aot_module
+
+    f = aot_module(m, fw_compiler=lambda gm, _: _torch.mark_boxed(lambda a: gm(*a)),
+                   bw_compiler=bw, decompositions=_torch.inductor_decompositions())
+    f(torch.tensor([[0, 3, 3, 31], [5, 3, 0, 7]])).pow(2).sum().backward()
+    return got["bw"], got["args"]
+
+
+def test_inductor_form_scatters_an_embedding_gradient_into_its_buffer():
+    """Copied, the scatter ran into a buffer of Inductor's and was copied: one temporary and one
+    copy of the embedding's size. Now the buffer is zeroed and scattered into, with the masked
+    values and clamped indices Inductor's lowering of the masked form uses, and the same
+    gradients to the bit (one thread adds them in index order)."""
+    bw, args = _embedding_backward()
+    outputs = deliverable(bw, torch.device("cpu"), range(3))
+    gm, delivered = deliver_outputs(bw, outputs, lambda op: False)
+    assert [d.in_place for d in delivered] == [True, False, False]
+    (put,) = [n for n in gm.graph.nodes if n.target is aten.index_put_.default]
+    assert put.args[0].target is aten.fill_.Scalar and put.args[0].args == (
+        gm.graph.find_nodes(op="placeholder")[-3], 0)
+    assert sorted(c.args[0].name for c in gm.graph.nodes if c.target is aten.copy_.default) == [
+        "grad_out_1", "grad_out_2"]  # the Linear's weight and bias: Inductor stores them
+    assert not any("masked_index_put" in str(n.target) or n.target is aten.full.default
+                   and n.args[0] for n in gm.graph.nodes)
+    geometry, nbytes = pack([(d.dtype, d.shape, d.stride) for d in delivered], 64)
+    buffer = torch.full((nbytes,), 7, dtype=torch.uint8)  # not zero: the pass zeroes it
+    views = make_views(buffer.untyped_storage(), torch.device("cpu"), geometry)
+    with torch.no_grad():
+        want, got = bw(*args), gm(*args, *views)
+    assert torch.equal(got[0], want[0]) and got[0].data_ptr() == views[0].data_ptr()
+    assert not got[0][0].any()  # the padding row's gradient stays zero
+
+
 def _region_buffer():
     (region,) = fxslots.regions()
     (buffer,) = region.outputs.values()  # one parameter set

@@ -197,7 +197,8 @@ def test_inductor_reads_a_saved_tensor_before_a_fenced_gradient_takes_its_bytes(
     arena, w = torch.randn(N, N), torch.randn(N, N)
     saved = arena.clone()
     total, grad = compiled(arena, w, arena)
-    torch.testing.assert_close(total, (saved * 2).sum())  # Inductor sums in its own order
+    # Inductor sums 262144 floats in its own order (its threads', too): 3e-3 of 1778 off
+    torch.testing.assert_close(total, (saved * 2).sum(), rtol=1e-5, atol=1e-2)
     assert grad.data_ptr() == arena.data_ptr()
     torch.testing.assert_close(grad, w @ w if kind == "mm-out" else (w * 3))
 
@@ -218,7 +219,7 @@ def test_a_gradient_whose_kernel_reads_a_saved_tensor_never_takes_its_bytes(capl
     assert len(re.findall(r"^\s+cpp_fused\w*\(", call, re.M)) == 1, call
     x, w, buf = torch.randn(N, N), torch.randn(N, N), torch.empty(N, N)
     total, grad = compiled(x, w, buf)
-    torch.testing.assert_close(total, (x * 2).sum())
+    torch.testing.assert_close(total, (x * 2).sum(), rtol=1e-5, atol=1e-2)
     torch.testing.assert_close(grad, (x * 2).sum(0, keepdim=True).expand(N, N), rtol=1e-4,
                                atol=1e-4)  # Inductor sums 512 rows in its own order
 
@@ -246,8 +247,8 @@ def test_inductor_gradients_in_the_arena_bitwise_torch_compile(stand_in_graphs, 
 
 
 @pytest.mark.parametrize("name,dtype", [("llama", torch.float32), ("llama", torch.bfloat16),
-                                        ("gpt", torch.float32)],
-                         ids=["llama-fp32", "llama-bf16", "gpt-fp32"])
+                                        ("gpt", torch.float32), ("vocab", torch.float32)],
+                         ids=["llama-fp32", "llama-bf16", "gpt-fp32", "llama-fp32-vocab"])
 def test_fences_cost_no_kernel(stand_in_graphs, caplog, name, dtype):  # noqa: F811
     """Inductor's fenced delivering backward runs the same kernels as its unfenced one and
     allocates no more buffers. Fenced at its ``copy_``, a gradient was computed into a buffer
@@ -257,8 +258,9 @@ def test_fences_cost_no_kernel(stand_in_graphs, caplog, name, dtype):  # noqa: F
     bias gradient split the kernel it shares with the sums that read the saved input (25
     kernels against 14)."""
     torch.manual_seed(0)
-    if name == "llama":
+    if name in ("llama", "vocab"):  # vocab: an embedding gradient of 1 MiB, fenced
         cfg = SIZES["llama-tiny"]
+        cfg = dataclasses.replace(cfg, vocab=4096) if name == "vocab" else cfg
         model, args = Llama(cfg).to(dtype), batch(cfg, 2, 32)
     else:
         model, args = GPT(vocab=512, d=256, max_len=128), (torch.randint(0, 512, (2, 128)),)
@@ -280,23 +282,30 @@ def test_fences_cost_no_kernel(stand_in_graphs, caplog, name, dtype):  # noqa: F
     assert codes[True].count("empty_strided") <= codes[False].count("empty_strided")
 
 
-def test_fenced_bf16_llama_gradients_are_torch_compiles_bitwise(stand_in_graphs):  # noqa: F811
-    """In the arena, step after step, a bf16 Llama's gradients are ``torch.compile``'s to the
-    bit: the fences change no rounding (one that stored an RMSNorm weight gradient's product
-    in bf16 before summing it did)."""
-    cfg = SIZES["llama-tiny"]
+@pytest.mark.parametrize("dtype,vocab", [(torch.bfloat16, 128), (torch.float32, 4096)],
+                         ids=["bf16", "fp32-vocab"])
+def test_fenced_llama_gradients_are_torch_compiles(stand_in_graphs, dtype, vocab):  # noqa: F811
+    """In the arena, step after step, a Llama's gradients are ``torch.compile``'s. In bf16 to
+    the bit: the fences change no rounding (one that stored an RMSNorm weight gradient's
+    product in bf16 before summing it did). In fp32 with an embedding gradient of 1 MiB, zeroed
+    and scattered into its buffer (``passes/deliver.py``) behind a fence whose reads include
+    the scatter's values: within the last bits (two runs of Inductor's CPU scatter-add, made of
+    atomic adds, differ there themselves)."""
+    cfg = dataclasses.replace(SIZES["llama-tiny"], vocab=vocab)
     torch.manual_seed(0)
-    model = Llama(cfg).to(torch.bfloat16)
+    model = Llama(cfg).to(dtype)
     ref = torch.compile(copy.deepcopy(model))
     f = torch.compile(model, backend="fxslots", options={"slots": 1, "kernels": "inductor"})
+    tol = {"rtol": 0, "atol": 0} if dtype == torch.bfloat16 else {"rtol": 1e-6, "atol": 1e-7}
     for step in range(3):
         x, y = batch(cfg, 2, 32)
         f(x, y).backward()
         ref(x, y).backward()
         for p, q in zip(model.parameters(), ref.parameters(), strict=True):
-            assert torch.equal(p.grad, q.grad), step
+            torch.testing.assert_close(p.grad, q.grad, **tol, msg=str(step))
         _drop(model, ref)
     assert fxslots.counters["grad_bytes_in_arena"] > 0
+    assert fxslots.counters["inductor_fallbacks"] == 0
 
 
 def test_an_inductor_that_may_not_keep_the_fences_order_keeps_the_buffer(stand_in_graphs):  # noqa

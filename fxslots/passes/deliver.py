@@ -11,7 +11,10 @@ gradient (placeholders appended last) and returns the gradients there:
 - a gradient computed by an op with an out= kernel (a weight gradient's ``mm``), possibly seen
   through views (``t``, ``permute``, ``view``), is computed into its buffer: no copy at all;
 - any other gets ``copy_`` into its buffer right after it is computed. Inductor computes such a
-  value inside the kernel that stores it, so there too it is stored once.
+  value inside the kernel that stores it, so there too it is stored once;
+- under Inductor, a scatter-add over fresh zeros (an embedding's gradient) zeroes the buffer and
+  scatters into it (``_scatter_into``): copied, Inductor scattered into a buffer of its own and
+  copied that, one temporary and one copy of the gradient's size (98 MB on fp32 llama-small).
 
 Only parameters' gradients of a static shape on the graph's device are delivered (the buffer's
 layout is fixed when the graph is made, and an input's gradient flows on to whoever may keep
@@ -24,6 +27,7 @@ pool, H200 run 30c). ``fresh_outputs`` picks the ones to deliver into the slot's
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
@@ -128,6 +132,10 @@ def _deliver_one(graph: fx.Graph, outs: list, i: int, buf: fx.Node, last: fx.Nod
     v = (root if out_op is not None else grad).meta["val"]
     buf.meta["val"] = _like(v)
     buf.meta[SLOT_META] = f"the output buffer's region for {noun} {i}"
+    if extern is not None and grad is root and _over_zeros(root):
+        _scatter_into(graph, root, buf)
+        outs[i] = buf
+        return Delivered(v.dtype, tuple(v.shape), tuple(v.stride()), True)
     if out_op is not None:
         roots.add(root)
         _write_into(graph, root, out_op, buf, extern is not None)
@@ -139,6 +147,54 @@ def _deliver_one(graph: fx.Graph, outs: list, i: int, buf: fx.Node, last: fx.Nod
         outs[i].meta["val"] = buf.meta["val"]
         outs[i].meta[SLOT_META] = f"{noun} {i} copied into the output buffer"
     return Delivered(v.dtype, tuple(v.shape), tuple(v.stride()), out_op is not None)
+
+
+# Scatter-adds Inductor generates (``_unsafe_masked_index_put_accumulate`` is how its
+# decomposition writes ``embedding_dense_backward``), by the position of their values.
+_SCATTER_ADDS = {aten._unsafe_masked_index_put_accumulate.default: 3, aten.index_put.default: 2,
+                 aten._unsafe_index_put.default: 2}
+
+
+def _over_zeros(root: fx.Node) -> bool:
+    """Whether ``root`` scatter-adds into zeros it alone reads, of its own dtype and shape."""
+    base = root.args[0] if root.target in _SCATTER_ADDS and root.args else None
+    accumulate = root.target is aten._unsafe_masked_index_put_accumulate.default or (
+        root.kwargs.get("accumulate", len(root.args) > 3 and root.args[3]) is True)
+    v = root.meta.get("val")
+    return (accumulate and isinstance(base, fx.Node) and base.target is aten.full.default
+            and len(base.users) == 1 and base.args[1] == 0 and isinstance(v, torch.Tensor)
+            and list(base.args[0]) == list(v.shape) and base.kwargs.get("dtype") == v.dtype)
+
+
+def _scatter_into(graph: fx.Graph, root: fx.Node, buf: fx.Node) -> None:
+    """Replace ``root`` (``_over_zeros``) by a fill of ``buf`` with zeros and ``index_put_`` of
+    the same values into it; the masked form as Inductor lowers it: the masked-off values
+    zeroed, the indices clamped into range."""
+    zeros, masked = root.args[0], root.target is aten._unsafe_masked_index_put_accumulate.default
+    mode = _mode_of(root.meta["val"])
+
+    def call(target: Any, *args: Any, **kwargs: Any) -> fx.Node:
+        node = graph.call_function(target, args, kwargs)
+        with mode:
+            node.meta["val"] = target(*fx.node.map_arg(args, lambda a: a.meta["val"]), **kwargs)
+        return node
+
+    with graph.inserting_before(root):
+        if masked:  # ops Inductor lowers as they are: not clamp nor where.ScalarOther
+            _, mask, indices, values = root.args
+            v = values.meta["val"]
+            zero = call(aten.full.default, [], 0, dtype=v.dtype, device=v.device)
+            values = call(aten.where.self, mask, values, zero)
+            indices = [i if i is None else call(aten.clamp_min.default,
+                                                call(aten.clamp_max.default, i, n - 1), -n)
+                       for i, n in zip(indices, root.meta["val"].shape)]
+        else:
+            indices, values = root.args[1:3]
+        put = call(aten.index_put_.default, call(aten.fill_.Scalar, buf, 0), indices, values, True)
+    put.meta[SLOT_META] = "scattered into the output buffer"
+    root.replace_all_uses_with(put)
+    graph.erase_node(root)
+    graph.erase_node(zeros)
 
 
 def _base(node: fx.Node) -> fx.Node:
@@ -186,8 +242,10 @@ def _static(v: torch.Tensor) -> bool:
 
 
 def _like(v: torch.Tensor) -> torch.Tensor:
-    mode = v.fake_mode if _torch.is_fake(v) else None
-    if mode is None:
+    with _mode_of(v):
         return torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device=v.device)
-    with mode:
-        return torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device=v.device)
+
+
+def _mode_of(v: torch.Tensor) -> Any:
+    """Where values like ``v`` are made: its fake mode, or nowhere special for a real one."""
+    return v.fake_mode if _torch.is_fake(v) else contextlib.nullcontext()

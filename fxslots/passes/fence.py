@@ -36,6 +36,9 @@ from ..schemas import SLOT_META
 _COPY = torch.ops.aten.copy_.default
 _SCATTERS = frozenset({torch.ops.aten._unsafe_masked_index_put_accumulate.default,
                        torch.ops.aten.index_put.default, torch.ops.aten.scatter_add.default})
+# In-place ops Inductor generates: ``passes/deliver.py`` zeroes an embedding's gradient buffer and
+# scatters into it, one write after the other.
+_IN_PLACE = frozenset({torch.ops.aten.fill_.Scalar, torch.ops.aten.index_put_.default})
 
 
 def plan_fences(writes: Sequence[int], reads: Mapping[Hashable, int],
@@ -92,17 +95,28 @@ def fused_reads(graph: fx.Graph, reads: Sequence[int], writes: Sequence[int]
     inline = _inline(nodes)
     out = list(reads)
     for w in writes:
-        for p in (_fused_into(nodes[w], inline) if w < len(nodes) else ()):
+        for p in (_fused_into(_writers(nodes[w]), inline) if w < len(nodes) else ()):
             if index.get(p, len(out)) < len(out):
                 out[index[p]] = max(out[index[p]], w)
     return tuple(out)
 
 
-def _fused_into(producer: fx.Node, inline: set[fx.Node]) -> set[fx.Node]:
-    """The placeholders the kernel computing ``producer`` reads through the values it
-    computes inline; none for a producer Inductor does not generate."""
+def _writers(first: fx.Node) -> list[fx.Node]:
+    """``first`` and the in-place ops that go on writing what it wrote (a fill's scatter): the
+    fence before ``first`` comes before all of them, so their reads count there too."""
+    out = [first]
+    while (nxt := next((u for u in out[-1].users if u.target in _IN_PLACE
+                        and u.args[0] is out[-1]), None)) is not None:
+        out.append(nxt)
+    return out
+
+
+def _fused_into(producers: list[fx.Node], inline: set[fx.Node]) -> set[fx.Node]:
+    """The placeholders the kernels computing ``producers`` read through the values they
+    compute inline; none for a producer Inductor does not generate."""
     found: set[fx.Node] = set()
-    seen, stack = {producer}, list(producer.all_input_nodes) if _generated(producer) else []
+    seen = set(producers)
+    stack = [a for p in producers if _generated(p) for a in p.all_input_nodes]
     while stack:
         n = stack.pop()
         if n not in seen:
@@ -134,11 +148,12 @@ def _inline(nodes: list[fx.Node]) -> set[fx.Node]:
 
 def _generated(node: fx.Node) -> bool:
     """Whether Inductor computes ``node`` in a kernel it generates, fusible with its
-    neighbours: a pointwise op, a view, a reduction or a scatter (an embedding's gradient)."""
+    neighbours: a pointwise op, a view, a reduction, a scatter (an embedding's gradient) or
+    the fill before it."""
     tags = getattr(node.target, "tags", ())
     return node.op == "call_function" and (
         torch.Tag.pointwise in tags or torch.Tag.reduction in tags or node.target in _SCATTERS
-        or _torch.returns_view(node.target))
+        or node.target in _IN_PLACE or _torch.returns_view(node.target))
 
 
 def unfenced_small(graph: fx.Graph, writes: Sequence[int], nbytes: Sequence[int],

@@ -1206,6 +1206,28 @@ MUTANTS: tuple[Mutant, ...] = (
            "a gradient under 1 MiB that a kernel Inductor generates writes takes only bytes no "
            "node reads and is not fenced (fenced, GPT's LayerNorm bias split its kernel)", "cpu",
            ("tests/test_fence.py::test_fences_cost_no_kernel",)),
+    Mutant("scatter-into-an-unzeroed-buffer", "fxslots/passes/deliver.py",
+           "call(aten.index_put_.default, call(aten.fill_.Scalar, buf, 0),",
+           "call(aten.index_put_.default, buf,",
+           "an embedding's gradient scattered into its buffer zeroes the buffer first", "cpu",
+           ("tests/test_deliver.py::"
+            "test_inductor_form_scatters_an_embedding_gradient_into_its_buffer",
+            "tests/test_fence.py::"
+            "test_fenced_llama_gradients_are_torch_compiles")),
+    Mutant("scatter-unmasked", "fxslots/passes/deliver.py",
+           "            values = call(aten.where.self, mask, values, zero)",
+           "            pass",
+           "the masked form's values are zeroed where masked off (a padding index's row keeps a "
+           "zero gradient)", "cpu",
+           ("tests/test_deliver.py::"
+            "test_inductor_form_scatters_an_embedding_gradient_into_its_buffer",)),
+    Mutant("scatter-reads-counted-at-the-fill", "fxslots/passes/fence.py",
+           "    out = [first]\n",
+           "    out = [first]\n    return out\n",
+           "the reads Inductor fuses into an embedding gradient's scatter count at the fill "
+           "before it, where the fence goes (else the fence stores the scatter's values and "
+           "splits its kernel)", "cpu",
+           ("tests/test_fence.py::test_fences_cost_no_kernel",)),
     Mutant("fence-order-unchecked", "fxslots/_torch/inductor.py",
            "    if fake and not split and getattr(config, \"reorder_for_peak_memory\", False):",
            "    if False:",
