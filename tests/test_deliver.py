@@ -126,6 +126,27 @@ def test_inductor_form_scatters_an_embedding_gradient_into_its_buffer():
     assert not got[0][0].any()  # the padding row's gradient stays zero
 
 
+def test_a_scatter_over_zeros_it_also_reads_or_names_keeps_its_copy():
+    """Only a scatter-add whose zeros nothing else reads, given positionally, is rewritten:
+    zeros read as the values too would be erased under their reader, and values passed by
+    keyword are not where the rewrite looks for them."""
+    from fxslots.passes.deliver import _over_zeros
+
+    def scatter(values_are_zeros: bool, by_keyword: bool) -> fx.Node:
+        g = fx.Graph()
+        idx, vals = g.placeholder("idx"), g.placeholder("vals")
+        zeros = g.call_function(aten.full.default, ([4, 4], 0), {"dtype": torch.float32})
+        args, kwargs = (zeros, [idx]), {"values": vals, "accumulate": True}
+        if not by_keyword:
+            args, kwargs = (*args, zeros if values_are_zeros else vals, True), {}
+        put = g.call_function(aten.index_put.default, args, kwargs)
+        put.meta["val"] = torch.empty(4, 4)
+        return put
+
+    assert _over_zeros(scatter(False, False))
+    assert not _over_zeros(scatter(True, False)) and not _over_zeros(scatter(False, True))
+
+
 def _region_buffer():
     (region,) = fxslots.regions()
     (buffer,) = region.outputs.values()  # one parameter set

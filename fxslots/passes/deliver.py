@@ -156,14 +156,18 @@ _SCATTER_ADDS = {aten._unsafe_masked_index_put_accumulate.default: 3, aten.index
 
 
 def _over_zeros(root: fx.Node) -> bool:
-    """Whether ``root`` scatter-adds into zeros it alone reads, of its own dtype and shape."""
-    base = root.args[0] if root.target in _SCATTER_ADDS and root.args else None
+    """Whether ``root`` scatter-adds into zeros only it reads, and only as the tensor it
+    scatters into, of its own dtype and shape, its arguments positional up to the values."""
+    at = _SCATTER_ADDS.get(root.target)
+    if at is None or len(root.args) <= at:
+        return False
+    base, v = root.args[0], root.meta.get("val")
     accumulate = root.target is aten._unsafe_masked_index_put_accumulate.default or (
         root.kwargs.get("accumulate", len(root.args) > 3 and root.args[3]) is True)
-    v = root.meta.get("val")
     return (accumulate and isinstance(base, fx.Node) and base.target is aten.full.default
-            and len(base.users) == 1 and base.args[1] == 0 and isinstance(v, torch.Tensor)
-            and list(base.args[0]) == list(v.shape) and base.kwargs.get("dtype") == v.dtype)
+            and len(base.users) == 1 and base not in root.args[1:] and base.args[1] == 0
+            and isinstance(v, torch.Tensor) and list(base.args[0]) == list(v.shape)
+            and base.kwargs.get("dtype") == v.dtype)
 
 
 def _scatter_into(graph: fx.Graph, root: fx.Node, buf: fx.Node) -> None:
@@ -181,7 +185,7 @@ def _scatter_into(graph: fx.Graph, root: fx.Node, buf: fx.Node) -> None:
 
     with graph.inserting_before(root):
         if masked:  # ops Inductor lowers as they are: not clamp nor where.ScalarOther
-            _, mask, indices, values = root.args
+            _, mask, indices, values = root.args[:4]
             v = values.meta["val"]
             zero = call(aten.full.default, [], 0, dtype=v.dtype, device=v.device)
             values = call(aten.where.self, mask, values, zero)
@@ -190,11 +194,14 @@ def _scatter_into(graph: fx.Graph, root: fx.Node, buf: fx.Node) -> None:
                        for i, n in zip(indices, root.meta["val"].shape)]
         else:
             indices, values = root.args[1:3]
-        put = call(aten.index_put_.default, call(aten.fill_.Scalar, buf, 0), indices, values, True)
+        # aten's checked scatter, not Inductor's unchecked prim (its lowering of the _unsafe
+        # forms): that prim run by ATen (torch 2.13) adds every value twice
+        put = call(aten.index_put_.default, call(aten.fill_.Scalar, buf, 0), indices, values,
+                   True)
     put.meta[SLOT_META] = "scattered into the output buffer"
     root.replace_all_uses_with(put)
     graph.erase_node(root)
-    graph.erase_node(zeros)
+    graph.erase_node(zeros)  # ``_over_zeros``: root was its one user
 
 
 def _base(node: fx.Node) -> fx.Node:

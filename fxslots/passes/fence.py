@@ -35,10 +35,12 @@ from ..schemas import SLOT_META
 
 _COPY = torch.ops.aten.copy_.default
 _SCATTERS = frozenset({torch.ops.aten._unsafe_masked_index_put_accumulate.default,
-                       torch.ops.aten.index_put.default, torch.ops.aten.scatter_add.default})
-# In-place ops Inductor generates: ``passes/deliver.py`` zeroes an embedding's gradient buffer and
-# scatters into it, one write after the other.
-_IN_PLACE = frozenset({torch.ops.aten.fill_.Scalar, torch.ops.aten.index_put_.default})
+                       torch.ops.aten.index_put.default, torch.ops.aten._unsafe_index_put.default,
+                       torch.ops.aten.scatter_add.default})
+# In-place ops that write an embedding's gradient buffer, one after the other
+# (``passes/deliver.py``: zeroes, then a scatter-add). Counted as kernels Inductor generates
+# (a scatter with boolean indices falls back to ATen's): a wrong guess only moves reads later.
+_IN_PLACE = frozenset({"aten::fill_", "aten::index_put_"})
 
 
 def plan_fences(writes: Sequence[int], reads: Mapping[Hashable, int],
@@ -105,7 +107,7 @@ def _writers(first: fx.Node) -> list[fx.Node]:
     """``first`` and the in-place ops that go on writing what it wrote (a fill's scatter): the
     fence before ``first`` comes before all of them, so their reads count there too."""
     out = [first]
-    while (nxt := next((u for u in out[-1].users if u.target in _IN_PLACE
+    while (nxt := next((u for u in out[-1].users if _in_place(u)
                         and u.args[0] is out[-1]), None)) is not None:
         out.append(nxt)
     return out
@@ -153,7 +155,11 @@ def _generated(node: fx.Node) -> bool:
     tags = getattr(node.target, "tags", ())
     return node.op == "call_function" and (
         torch.Tag.pointwise in tags or torch.Tag.reduction in tags or node.target in _SCATTERS
-        or node.target in _IN_PLACE or _torch.returns_view(node.target))
+        or _in_place(node) or _torch.returns_view(node.target))
+
+
+def _in_place(node: fx.Node) -> bool:
+    return getattr(getattr(node.target, "_schema", None), "name", None) in _IN_PLACE
 
 
 def unfenced_small(graph: fx.Graph, writes: Sequence[int], nbytes: Sequence[int],

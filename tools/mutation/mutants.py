@@ -1207,8 +1207,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "node reads and is not fenced (fenced, GPT's LayerNorm bias split its kernel)", "cpu",
            ("tests/test_fence.py::test_fences_cost_no_kernel",)),
     Mutant("scatter-into-an-unzeroed-buffer", "fxslots/passes/deliver.py",
-           "call(aten.index_put_.default, call(aten.fill_.Scalar, buf, 0),",
-           "call(aten.index_put_.default, buf,",
+           "put = call(aten.index_put_.default, call(aten.fill_.Scalar, buf, 0),",
+           "put = call(aten.index_put_.default, buf,",
            "an embedding's gradient scattered into its buffer zeroes the buffer first", "cpu",
            ("tests/test_deliver.py::"
             "test_inductor_form_scatters_an_embedding_gradient_into_its_buffer",
