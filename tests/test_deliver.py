@@ -25,6 +25,15 @@ aten = torch.ops.aten
 
 def _backward_graph() -> tuple[fx.GraphModule, list]:
     """The backward graph AOTAutograd makes for Linear, GELU, LayerNorm, Linear."""
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.LayerNorm(16), nn.Linear(16, 4))
+    return _traced_backward(m, torch.randn(5, 8), None, lambda y: y.sum())
+
+
+def _traced_backward(m: nn.Module, x: torch.Tensor, decompositions, loss
+                     ) -> tuple[fx.GraphModule, list]:
+    """The backward graph AOTAutograd makes for ``m`` on ``x`` (with ``decompositions``), and
+    the arguments it ran with."""
     got = {}
 
     def fw(gm, _):
@@ -34,11 +43,10 @@ def _backward_graph() -> tuple[fx.GraphModule, list]:
         got["bw"] = gm
         return _torch.mark_boxed(lambda args: (got.setdefault("args", list(args)), gm(*args))[1])
 
-    torch.manual_seed(0)
-    m = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.LayerNorm(16), nn.Linear(16, 4))
     from functorch.compile import aot_module
 
-    aot_module(m, fw_compiler=fw, bw_compiler=bw)(torch.randn(5, 8)).sum().backward()
+    loss(aot_module(m, fw_compiler=fw, bw_compiler=bw, decompositions=decompositions)(x)
+         ).backward()
     return got["bw"], got["args"]
 
 
@@ -85,20 +93,10 @@ def test_inductor_form_writes_matmuls_through_into_ops():
 def _embedding_backward() -> tuple[fx.GraphModule, list]:
     """The backward graph ``torch.compile``'s decompositions make for an fp32 embedding with a
     padding index, then a Linear: the embedding's gradient is a masked scatter-add over zeros."""
-    got = {}
-
-    def bw(gm, example):
-        got["bw"] = gm
-        return _torch.mark_boxed(lambda args: (got.setdefault("args", list(args)), gm(*args))[1])
-
     torch.manual_seed(0)
     m = nn.Sequential(nn.Embedding(32, 8, padding_idx=0), nn.Linear(8, 4))
-    from functorch.compile import aot_module
-
-    f = aot_module(m, fw_compiler=lambda gm, _: _torch.mark_boxed(lambda a: gm(*a)),
-                   bw_compiler=bw, decompositions=_torch.inductor_decompositions())
-    f(torch.tensor([[0, 3, 3, 31], [5, 3, 0, 7]])).pow(2).sum().backward()
-    return got["bw"], got["args"]
+    return _traced_backward(m, torch.tensor([[0, 3, 3, 31], [5, 3, 0, 7]]),
+                            _torch.inductor_decompositions(), lambda y: y.pow(2).sum())
 
 
 def test_inductor_form_scatters_an_embedding_gradient_into_its_buffer():

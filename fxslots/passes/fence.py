@@ -31,12 +31,11 @@ import torch.fx as fx
 from .. import _torch, ops
 from ..overlay import END, NEVER
 from ..schemas import SLOT_META
+from .deliver import SCATTER_ADDS
 
 
 _COPY = torch.ops.aten.copy_.default
-_SCATTERS = frozenset({torch.ops.aten._unsafe_masked_index_put_accumulate.default,
-                       torch.ops.aten.index_put.default, torch.ops.aten._unsafe_index_put.default,
-                       torch.ops.aten.scatter_add.default})
+_SCATTERS = frozenset({*SCATTER_ADDS, torch.ops.aten.scatter_add.default})
 # In-place ops that write an embedding's gradient buffer, one after the other
 # (``passes/deliver.py``: zeroes, then a scatter-add). Counted as kernels Inductor generates
 # (a scatter with boolean indices falls back to ATen's): a wrong guess only moves reads later.
