@@ -60,9 +60,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--device", default=None, help="default: cuda if available (cpu for --smoke)")
     ap.add_argument("--start", default="forkserver", choices=("forkserver", "spawn"))
     ap.add_argument("--dry-run", action="store_true", help="print the plan and estimates only")
-    ap.add_argument("--auto-link-scales", default="",
-                    help="offload part: also run auto planned for these fractions of the "
-                         "measured host link, e.g. 0.85,0.7 (how much margin auto needs)")
+    ap.add_argument("--auto-shares", default="",
+                    help="offload part: also run offload='auto:<share>' for these shares of "
+                         "the link's time under compute, e.g. 0.85,0.7")
     ap.add_argument("--rounds", type=int, default=1,
                     help="speed part: run it this many times, rotating each group's backend "
                          "order, and pool the repetitions (bench_rounds.py)")
@@ -75,9 +75,9 @@ def settings_of(args: argparse.Namespace) -> bench_plan.Settings:
     s = bench_plan.settings_for("quick" if args.quick else "full", args.smoke, device)
     if args.budget_s is not None:
         s = bench_plan.replace(s, budget_s=args.budget_s)
-    if args.auto_link_scales:
-        scales = tuple(float(x) for x in args.auto_link_scales.split(","))
-        s = bench_plan.replace(s, auto_link_scales=scales)
+    if args.auto_shares:
+        shares = tuple(float(x) for x in args.auto_shares.split(","))
+        s = bench_plan.replace(s, auto_shares=shares)
     for name in ("case_timeout_s", "reps", "steps"):
         if getattr(args, name) is not None:
             s = bench_plan.replace(s, **{name: getattr(args, name)})

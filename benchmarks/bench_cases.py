@@ -273,9 +273,6 @@ def run_offload(spec: dict, row: dict, save: Save) -> None:
     options = {"slots": 1, "offload": spec.get("offload_value", "none")}
     if spec.get("window") is not None:
         options["offload_window"] = spec["window"]
-    if spec.get("link_scale") is not None:  # auto planned for a fraction of the link
-        from fxslots.costs import caps_for
-        options["link_bandwidth"] = spec["link_scale"] * caps_for(work.device).link
     f = compile_case(work.model, backend, options, None)
     pin = work.device.type == "cuda"  # pinned memory needs CUDA; the CPU smoke run copies
     ctx = ((lambda: torch.autograd.graph.save_on_cpu(pin_memory=pin))

@@ -51,7 +51,7 @@ class Settings:
     budget_s: float | None = None  # all parts together; skipped cases say so
     smoke: bool = False
     device: str = "cuda"
-    auto_link_scales: tuple[float, ...] = ()  # offload part: auto planned for a slower link
+    auto_shares: tuple[float, ...] = ()  # offload part: "auto:<share>" cases
 
 
 def settings_for(preset: str, smoke: bool, device: str) -> Settings:
@@ -168,9 +168,9 @@ def offload_cases(models: list[str], s: Settings) -> list[dict]:
         out.append(dict(case("offload", m, "offload", "fxslots", s, offload="all", seq=seq,
                              window=UNBOUNDED_WINDOW),
                         case="fxslots offload=all, unbounded window"))
-        out += [dict(case("offload", m, "offload", "fxslots", s, offload="auto", seq=seq,
-                          link_scale=k), case=f"fxslots offload=auto, link x{k:g}")
-                for k in s.auto_link_scales]
+        out += [dict(case("offload", m, "offload", "fxslots", s, offload=f"auto:{k:g}",
+                          seq=seq), case=f"fxslots offload=auto:{k:g}")
+                for k in s.auto_shares]
     return out
 
 

@@ -101,14 +101,34 @@ def paired(model: str, schedule: str, backends: list[str], reps: int, steps: int
     base = backends[-1]
     out = {"model": model, "schedule": schedule, "reps": reps, "steps": steps, "seqs": seqs,
            "torch": torch.__version__, "ms_per_step": ms, "base": base, "ratios": {},
-           "max_grad_err": {}, "plans": plans, "link_bytes_per_s": _links()}
+           "max_grad_err": {}, "plans": plans, "link_bytes_per_s": _links(), "forward_ms": {}}
     for b in backends:
         ratios = sorted(a / c for a, c in zip(ms[b], ms[base], strict=True))
         out["ratios"][b] = {"median": statistics.median(ratios), "min": ratios[0],
                             "max": ratios[-1]}
         run, f, work, step = cases[b]
+        out["forward_ms"][b] = forward_ms(work, f, parse_backend(b)[1] or schedule, steps)
         out["max_grad_err"][b] = bench_work.grad_error(work, f, step)
     return out
+
+
+def forward_ms(work, f, schedule: str, steps: int) -> float | None:
+    """The median device time of the forward alone (CUDA events around the loss) on a
+    one-microbatch schedule: the compute the forward's copies to the host hide under. None on
+    CPU and on schedules with several microbatches in flight."""
+    if work.device.type != "cuda" or schedule not in ("sequential", "accum"):
+        return None
+    events = []
+    for k in range(steps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        loss = work.loss(f, work.seqs[k % len(work.seqs)])
+        b.record()
+        loss.backward()
+        work.model.zero_grad(set_to_none=schedule != "accum")
+        events.append((a, b))
+    torch.cuda.synchronize()
+    return statistics.median(a.elapsed_time(b) for a, b in events)
 
 
 def _links() -> dict:
@@ -123,12 +143,13 @@ def table(res: dict) -> str:
     lines = [f"{res['model']} {res['schedule']}: {res['reps']} interleaved repetitions of "
              f"{res['steps']} steps; ratio to {res['base']}, pair by pair",
              f"{'backend':<{w}} | ms/step median [min-max] | x {res['base']} median [min-max] "
-             f"| grad err | offloaded MiB/fwd"]
+             f"| grad err | offloaded MiB/fwd | fwd ms | x link capacity"]
     for b, ms in res["ms_per_step"].items():
         r = res["ratios"][b]
         lines.append(f"{b:<{w}} | {statistics.median(ms):6.2f} [{min(ms):.2f}-{max(ms):.2f}]"
                      f"{'':<7} | {r['median']:.3f} [{r['min']:.3f}-{r['max']:.3f}]{'':<9} "
-                     f"| {res['max_grad_err'][b]:.1e}  | {_offloaded(res, b)}")
+                     f"| {res['max_grad_err'][b]:.1e}  | {_offloaded(res, b):>17} "
+                     f"| {_ms(res.get('forward_ms', {}).get(b)):>6} | {_capacity(res, b)}")
     if res.get("link_bytes_per_s"):
         lines.append(f"host link measured: {res['link_bytes_per_s']} B/s")
     return "\n".join(lines)
@@ -137,6 +158,20 @@ def table(res: dict) -> str:
 def _offloaded(res: dict, b: str) -> str:
     plan = res.get("plans", {}).get(b)
     return "-" if plan is None else f"{plan['offloaded_bytes_per_forward'] / 2**20:.1f}"
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3f}"
+
+
+def _capacity(res: dict, b: str) -> str:
+    """Bytes offloaded a forward over what the link carries in the base's forward time (the
+    compute they hide under; the slowest device's link where there are several)."""
+    plan, fwd = res.get("plans", {}).get(b), res.get("forward_ms", {}).get(res["base"])
+    links = res.get("link_bytes_per_s") or {}
+    if plan is None or not fwd or not links:
+        return "-"
+    return f"{plan['offloaded_bytes_per_forward'] / (min(links.values()) * fwd / 1e3):.2f}"
 
 
 def main() -> None:

@@ -2,8 +2,9 @@
 
 A policy takes the saved set, its argument and the cost context, and returns
 ``{group id: (offloaded?, why)}`` for every group it could offload. ``options={"offload": ...}``
-selects one: "none", "all", "above:<bytes>", "auto", an int (a budget of device bytes per
-slot), or a callable over a ``SavedTensor`` (offload a group when it is true for a member).
+selects one: "none", "all", "above:<bytes>", "auto" or "auto:<share>", an int (a budget of
+device bytes per slot), or a callable over a ``SavedTensor`` (offload a group when it is true
+for a member).
 """
 
 from __future__ import annotations
@@ -134,30 +135,43 @@ def offload_budget(saved: SavedSet, arg: Any, ctx: OffloadContext) -> Decisions:
     return out
 
 
+# The share of the forward's (and backward's) time that "auto" fills with copies. Copies beside
+# compute slow it even when they hide (H200 run 28b-e, no fxslots: 40 MiB beside a captured
+# chain of small kernels cost it 1.4-2.8%), and a smaller share moves fewer bytes for a smaller
+# cost. On llama-small (paired against none, H200 run 47a) shares 1 / 0.9 / 0.8 / 0.7 / 0.6
+# moved 86 / 78.5 / 69.5 / 60 / 50.5 MiB a forward (0.81 to 0.48 of what the link carries in
+# the measured forward) at 1.039x / 1.036x / 1.033x / 1.025x / 1.028x: most of the cost does
+# not shrink with the bytes, so the default fills the link and "auto:<share>" trades.
+AUTO_SHARE = 1.0
+
+
 def offload_auto(saved: SavedSet, arg: Any, ctx: OffloadContext) -> Decisions:
     """What the link carries under compute: copies queue on one stream in the order the
-    forward produces them; a group goes when its copy ends before the forward does, every
-    chosen group's reload can end before the backward first reads it (one queue, the earliest
-    needed first: a group the backward reads at once would only make it wait), and it is
-    large enough to pay for a copy (``DeviceCaps.worth_a_copy``)."""
-    caps, free, reloads, out = ctx.caps, 0.0, [], {}
+    forward produces them; a group goes when its copy ends within the first ``share`` of the
+    forward (``arg``, or ``AUTO_SHARE``), every chosen group's reload can end within that share
+    of the backward's time before its first read (one queue, the earliest needed first: a group
+    the backward reads at once would only make it wait), and it is large enough to pay for a
+    copy (``DeviceCaps.worth_a_copy``)."""
+    caps, share, free, reloads, out = ctx.caps, arg or AUTO_SHARE, 0.0, [], {}
+    until = share * ctx.forward_seconds
+    within = (f"the first {until * 1e3:.3f} ms of a {ctx.forward_seconds * 1e3:.3f} ms "
+              f"forward{f' (share {share:g})' if share < 1 else ''}")
     for g in sorted(offloadable(saved), key=lambda g: ctx.produced_at.get(g.id, 0.0)):
         n = ctx.sizes[g.id]
         took = caps.transfer_seconds(n)
         end = max(free, ctx.produced_at.get(g.id, 0.0)) + took
         what = f"{mib(n)}, {took * 1e3:.3f} ms at {caps.link / 1e9:.0f} GB/s"
-        reload = (ctx.needed_at.get(g.id, ctx.backward_seconds), took)
+        reload = (share * ctx.needed_at.get(g.id, ctx.backward_seconds), took)
         if not caps.worth_a_copy(n):
             out[g.id] = (False, f"auto: {mib(n)} frees less than a copy costs "
                                 f"({caps.copy_latency * 1e6:.0f} us)")
-        elif end <= ctx.forward_seconds and reloads_fit([*reloads, reload]):
+        elif end <= until and reloads_fit([*reloads, reload]):
             free = end
             reloads.append(reload)
-            out[g.id] = (True, f"auto: {what}, copied by {end * 1e3:.3f} ms of a "
-                               f"{ctx.forward_seconds * 1e3:.3f} ms forward, reloaded before "
-                               f"{reload[0] * 1e3:.3f} ms of the backward")
+            out[g.id] = (True, f"auto: {what}, copied by {end * 1e3:.3f} ms, within {within}, "
+                               f"reloaded before {reload[0] * 1e3:.3f} ms of the backward")
         else:
-            out[g.id] = (False, f"auto: {what} would not hide under compute")
+            out[g.id] = (False, f"auto: {what} would not hide under compute within {within}")
     return out
 
 
@@ -194,13 +208,29 @@ def parse_offload(spec: Any) -> tuple[Callable, Any]:
         return offload_if(spec), None
     if isinstance(spec, int) and not isinstance(spec, bool) and spec >= 0:
         return offload_budget, spec
-    name, _, arg = spec.partition(":") if isinstance(spec, str) else ("", "", "")
-    if name not in OFFLOAD or (name == "above") != bool(arg) or (arg and not arg.isdigit()):
+    name, sep, arg = spec.partition(":") if isinstance(spec, str) else ("", "", "")
+    valid, value = _argument(name, sep, arg)
+    if not valid:
         raise ValueError(
-            "fxslots option 'offload' must be 'none', 'all', 'auto', 'above:<bytes>', a budget "
-            f"of device bytes per slot (an int >= 0) or a predicate over a saved tensor, got "
-            f"{spec!r}")
-    return OFFLOAD[name], int(arg) if arg else None
+            "fxslots option 'offload' must be 'none', 'all', 'auto', 'auto:<share>' (a share "
+            "of the link's time under compute, above 0 and at most 1), 'above:<bytes>', a "
+            "budget of device bytes per slot (an int >= 0) or a predicate over a saved tensor, "
+            f"got {spec!r}")
+    return OFFLOAD[name], value
+
+
+def _argument(name: str, sep: str, arg: str) -> tuple[bool, int | float | None]:
+    """Whether ``name`` (``sep`` ``arg``) is a valid ``offload`` spec, and its argument (None:
+    none)."""
+    if name == "above":
+        return arg.isdigit(), int(arg) if arg.isdigit() else None
+    if name == "auto" and sep:
+        try:
+            share = float(arg)
+        except ValueError:
+            return False, None
+        return 0 < share <= 1, share
+    return name in OFFLOAD and not sep, None
 
 
 WINDOW_FLOOR = 64 * 2**20

@@ -215,7 +215,22 @@ def test_paired_backends_alternate_in_one_process_on_cpu():
     assert [len(v) for v in res["ms_per_step"].values()] == [3, 3]
     assert res["ratios"]["eager"] == {"median": 1.0, "min": 1.0, "max": 1.0}
     assert res["max_grad_err"] == {"aot_eager": 0.0, "eager": 0.0}
+    assert res["forward_ms"] == {"aot_eager": None, "eager": None}  # CUDA events only
     assert "x eager median" in paired.table(res)
+
+
+def test_paired_link_capacity_is_bytes_over_the_link_in_the_base_forward():
+    """Offload's share of the link: 55 MB a forward, against a 50 GB/s link (the slower of two
+    devices) over the base's 2 ms forward (100 MB), is 0.55; a backend that offloads nothing
+    is 0.00, one not planned by fxslots has none."""
+    import paired
+
+    res = {"base": "fxslots", "forward_ms": {"fxslots": 2.0, "auto": 1.5},
+           "link_bytes_per_s": {"0": 55e9, "1": 50e9},
+           "plans": {"auto": {"offloaded_bytes_per_forward": 55e6},
+                     "fxslots": {"offloaded_bytes_per_forward": 0}}}
+    assert [paired._capacity(res, b) for b in ("auto", "fxslots", "eager")] == [
+        "0.55", "0.00", "-"]
 
 
 def test_paired_backend_specs_name_a_schedule_and_options():

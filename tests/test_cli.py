@@ -65,7 +65,7 @@ BAD_COMMAND_LINES = [
     (["examples.models:mlp", "--input", "4x8"],
      "examples.models:mlp does not run on --input 4x8: RuntimeError: mat1 and mat2 shapes"),
     (["examples.models:mlp", "--input", "4x16", "--offload", "bogus"],
-     "fxslots option 'offload' must be 'none', 'all', 'auto', 'above:<bytes>', a budget of device bytes per slot (an int >= 0) or a predicate over a saved tensor, got 'bogus'"),
+     "fxslots option 'offload' must be 'none', 'all', 'auto', 'auto:<share>' (a share of the link's time under compute, above 0 and at most 1), 'above:<bytes>', a budget of device bytes per slot (an int >= 0) or a predicate over a saved tensor, got 'bogus'"),
     (["examples.models:mlp", "--input", "4x16", "--slots", "0"],
      "fxslots option 'slots' must be >= 1 and <= 1024, got 0"),
     (["examples.models:mlp", "--input", "4x16", "-o", "nope=1"], "unknown option(s) ['nope']"),

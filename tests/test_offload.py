@@ -41,9 +41,9 @@ def _plan(model, args, **options):
     return g
 
 
-@pytest.mark.parametrize("spec", ["all", "auto", 4096, "above:600",
+@pytest.mark.parametrize("spec", ["all", "auto", "auto:0.5", 4096, "above:600",
                                   lambda t: t.dtype == torch.float32],
-                         ids=["all", "auto", "budget", "above", "predicate"])
+                         ids=["all", "auto", "auto-share", "budget", "above", "predicate"])
 def test_every_policy_trains_bitwise_as_eager(spec):
     cfg = SIZES["llama-tiny"]
     _train(Llama(cfg), lambda: batch(cfg, 2, 16), {"offload": spec})
@@ -70,6 +70,30 @@ def test_auto_says_why_for_every_group():
     fast = _plan(Llama(cfg), batch(cfg, 2, 16), offload="auto", link_bandwidth=1e18)
     moved = [p for p in fast.plan.placements if p.write is Write.OFFLOAD]
     assert moved and all("auto:" in p.reason and "GB/s" in p.reason for p in moved)
+
+
+def _offloaded(spec, link=1e9):
+    fxslots.reset()
+    cfg = SIZES["llama-tiny"]
+    torch.manual_seed(0)
+    return _plan(Llama(cfg), batch(cfg, 2, 16), offload=spec, link_bandwidth=link).plan
+
+
+def test_auto_with_a_share_fills_that_share_of_the_link():
+    """``"auto:<share>"`` fills only the first ``share`` of the forward's time with copies (and
+    of the backward's time before each reload's first read): fewer bytes, each reason naming
+    the share; ``"auto"`` is ``AUTO_SHARE``'s. Bad shares are refused, naming the forms."""
+    from fxslots.offloading import AUTO_SHARE
+
+    full, half = _offloaded("auto"), _offloaded("auto:0.5")
+    assert 0 < int(half.offloaded_bytes) < int(full.offloaded_bytes)
+    assert int(_offloaded(f"auto:{AUTO_SHARE}").offloaded_bytes) == int(full.offloaded_bytes)
+    moved = [p.reason for p in half.placements if p.write is Write.OFFLOAD]
+    kept = [p.reason for p in half.placements if "would not hide" in p.reason]
+    assert moved and kept and all("(share 0.5)" in r for r in moved + kept)
+    for bad in ("auto:0", "auto:1.5", "auto:", "auto:half", "all:1"):
+        with pytest.raises(fxslots.OptionsError, match=r"'auto:<share>'.*got '" + bad):
+            fxslots.Options.parse({"offload": bad})
 
 
 def _auto_dynamic_llama(seqs):
@@ -300,7 +324,7 @@ def test_offloaded_groups_leave_the_device_arena():
 
 
 def test_bad_offload_option_names_the_forms():
-    with pytest.raises(fxslots.OptionsError, match="'auto', 'above:<bytes>', a budget"):
+    with pytest.raises(fxslots.OptionsError, match="'auto', 'auto:<share>' .*'above:<bytes>', a budget"):
         fxslots.Options(offload="some")
 
 
