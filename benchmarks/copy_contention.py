@@ -14,7 +14,9 @@ waiting; ``joined`` spreads them and joins each copy just before the next one fo
 after it is done, as ``offload_wait`` joins), so a cost beyond ``spread``'s is the joins' own.
 
 Run 28e: a join costs the small chain 0.9-1.7 us, a fork and its copy 0.2-0.6 us, and 40 MiB
-moved beside it 1.4-2.8%; beside matrix products the bytes cost under 1%.
+moved beside it 1.4-2.8%; beside matrix products the bytes cost under 1%. The "memset" chain
+puts a 4-byte driver memset (a memset node) before each op of the small chain, and "fill" a
+fill kernel in its place: whether memset nodes wait for the host-link copies (run 48).
 
     python benchmarks/copy_contention.py [--reps 7] [--out copy_contention.json]
 
@@ -50,6 +52,15 @@ CASES = [  # (compute, direction, copies, MiB, where)
     ("matmul", "d2h", 0, 0, "spread"),
     ("matmul", "d2h", 36, 83, "spread"),
     ("matmul", "d2h", 36, 40, "start"),
+    # Run 48: under offload, llama-small's compute waited after each 4-byte memset node (cuDNN
+    # attention's, split reductions'); the same small chain with such a memset before each op
+    # (driver memset: a memset node) against a fill kernel in its place
+    ("memset", "d2h", 0, 0, "spread"),
+    ("memset", "d2h", 36, 40, "spread"),
+    ("memset", "h2d", 36, 40, "spread"),
+    ("fill", "d2h", 0, 0, "spread"),
+    ("fill", "d2h", 36, 40, "spread"),
+    ("fill", "h2d", 36, 40, "spread"),
 ]
 
 
@@ -59,6 +70,13 @@ def chain(kind: str, n: int):
         x = torch.randn(768 * 1024, device="cuda", dtype=torch.bfloat16)
         y = torch.randn_like(x)
         return [lambda: x.mul_(0.999).add_(y)] * n
+    if kind in ("memset", "fill"):
+        x = torch.randn(768 * 1024, device="cuda", dtype=torch.bfloat16)
+        y = torch.randn_like(x)
+        flag = torch.zeros(1, device="cuda", dtype=torch.int32)
+        if kind == "fill":
+            return [lambda: (flag.fill_(0), x.mul_(0.999).add_(y))] * n
+        return [lambda: (_memset(flag), x.mul_(0.999).add_(y))] * n
     if kind == "reduce":  # a whole-tensor sum: its blocks meet through a memset semaphore
         x = torch.randn(768 * 1024, device="cuda", dtype=torch.bfloat16)
         out = torch.empty((), device="cuda", dtype=torch.bfloat16)
@@ -66,6 +84,23 @@ def chain(kind: str, n: int):
     a = torch.randn(1024, 768, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(768, 768, device="cuda", dtype=torch.bfloat16) / 30
     return [lambda: a.copy_(a @ w)] * n
+
+
+def _memset(t: torch.Tensor) -> None:
+    """A 4-byte driver memset on the current stream: a memset node when captured."""
+    import ctypes
+
+    global _CUDA
+    if _CUDA is None:
+        _CUDA = ctypes.CDLL("libcuda.so.1")
+        _CUDA.cuMemsetD32Async.argtypes = [ctypes.c_uint64, ctypes.c_uint, ctypes.c_size_t,
+                                           ctypes.c_void_p]
+    rc = _CUDA.cuMemsetD32Async(t.data_ptr(), 0, t.numel(),
+                                torch.cuda.current_stream().cuda_stream)
+    assert rc == 0, f"cuMemsetD32Async failed: {rc}"
+
+
+_CUDA = None
 
 
 def build(compute: str, direction: str, copies: int, mib: int, where: str, steps: int = 400):
@@ -133,7 +168,8 @@ def main() -> None:
     print(f"{'compute':7} {'dir':4} {'copies':>6} {'MiB':>4} {'where':6} | ms median | "
           f"x no copies median [min-max]")
     for c in CASES:
-        base = ms[(c[0], "d2h", 0, 0, "spread")]
+        base = ms[(c[0] if (c[0], "d2h", 0, 0, "spread") in ms else "small", "d2h", 0, 0,
+                   "spread")]
         q = sorted(a / b for a, b in zip(ms[c], base, strict=True))
         row = dict(zip(("compute", "direction", "copies", "mib", "where"), c, strict=True))
         row |= {"ms": ms[c], "ratio_median": statistics.median(q), "ratio_min": q[0],

@@ -8,6 +8,9 @@ case: the host time of the forward and backward calls (perf_counter), and their 
 reaches it. A cost that is gone behind the sleep is the launch's.
 
     python3 benchmarks/results/h200-run48/launch_or_device.py OUT_DIR [case ...]
+
+``NO_CUDNN_SDP=1`` (run 49): PyTorch's SDPA without its cuDNN backend (flash attention then),
+whose kernels come with a memset node each.
 """
 
 import copy
@@ -23,6 +26,8 @@ sys.path.insert(0, os.getcwd())
 import fxslots  # noqa: E402,F401
 from examples.llama import SIZES, Llama, batch  # noqa: E402
 
+if os.environ.get("NO_CUDNN_SDP"):
+    torch.backends.cuda.enable_cudnn_sdp(False)
 out = sys.argv[1]
 cases = sys.argv[2:] or ["none", "auto"]
 cfg = SIZES["llama-small"]
