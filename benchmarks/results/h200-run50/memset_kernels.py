@@ -121,6 +121,8 @@ def _kernel():
 def _nodes(query, node):
     n = ctypes.c_size_t(0)
     _check(query(node, None, ctypes.byref(n)), "count")
+    if n.value == 0:
+        return []
     arr = (ctypes.c_void_p * max(n.value, 1))()
     _check(query(node, arr, ctypes.byref(n)), "list")
     return [arr[i] for i in range(n.value)]
