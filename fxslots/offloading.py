@@ -139,9 +139,10 @@ def offload_budget(saved: SavedSet, arg: Any, ctx: OffloadContext) -> Decisions:
 # compute slow it even when they hide (H200 run 28b-e, no fxslots: 40 MiB beside a captured
 # chain of small kernels cost it 1.4-2.8%), and a smaller share moves fewer bytes for a smaller
 # cost. On llama-small (paired against none, H200 run 47a) shares 1 / 0.9 / 0.8 / 0.7 / 0.6
-# moved 86 / 78.5 / 69.5 / 60 / 50.5 MiB a forward (0.81 to 0.48 of what the link carries in
-# the measured forward) at 1.039x / 1.036x / 1.033x / 1.025x / 1.028x: most of the cost does
-# not shrink with the bytes, so the default fills the link and "auto:<share>" trades.
+# moved 86 / 78.5 / 69.5 / 60 / 50.5 MiB a forward at 1.039x / 1.036x / 1.033x / 1.025x /
+# 1.028x (0.80 to 0.47 of what the link carries in the measured forward, H100 run 47c): most
+# of the cost does not shrink with the bytes (memset nodes wait for the reloads, runs 48-50),
+# so the default fills the link and "auto:<share>" trades.
 AUTO_SHARE = 1.0
 
 

@@ -60,8 +60,9 @@ class Options:
     ``fxslots.policies.RECOMPUTE`` ('none', 'norms' or 'pointwise')."""
     offload: Any = "none"
     """Which saved groups go to the slot's host arena: 'none', 'all', 'auto', 'auto:<share>'
-    (fill only that share of the forward's time with copies), 'above:<bytes>', an int budget of device saved bytes per slot, or a predicate over a
-    ``SavedTensor`` (see ``fxslots.offloading``)."""
+    (fill only that share of the forward's time with copies), 'above:<bytes>', an int budget
+    of device saved bytes per slot, or a predicate over a ``SavedTensor`` (see
+    ``fxslots.offloading``)."""
     link_bandwidth: float | None = None
     """Host link bytes/s for offload planning; None: measured once per device."""
     offload_window: Any = "auto"
