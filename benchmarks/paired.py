@@ -107,21 +107,23 @@ def paired(model: str, schedule: str, backends: list[str], reps: int, steps: int
         out["ratios"][b] = {"median": statistics.median(ratios), "min": ratios[0],
                             "max": ratios[-1]}
         run, f, work, step = cases[b]
-        out["forward_ms"][b] = forward_ms(work, f, parse_backend(b)[1] or schedule, steps)
+        name, own, _ = parse_backend(b)
+        out["forward_ms"][b] = forward_ms(work, f, name, own or schedule, steps)
         out["max_grad_err"][b] = bench_work.grad_error(work, f, step)
     return out
 
 
-def forward_ms(work, f, schedule: str, steps: int) -> float | None:
+def forward_ms(work, f, backend: str, schedule: str, steps: int) -> float | None:
     """The median device time of the largest variant's forward alone (CUDA events around the
     loss) on a one-microbatch schedule: the compute its copies to the host hide under (the
     offloaded bytes reported are the largest variant's too). None on CPU and on schedules with
     several microbatches in flight."""
     if work.device.type != "cuda" or schedule not in ("sequential", "accum"):
         return None
-    events = []
+    events, mark = [], bench_work.mark_for(backend)
     for _ in range(steps):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        mark()  # reduce-overhead's step marker, as the timed steps have it
         a.record()
         loss = work.loss(f, max(work.seqs))
         b.record()
