@@ -82,7 +82,7 @@ def _offloaded(spec, link=1e9):
 def test_auto_with_a_share_fills_that_share_of_the_link():
     """``"auto:<share>"`` fills only the first ``share`` of the forward's time with copies (and
     of the backward's time before each reload's first read): fewer bytes, each reason naming
-    the share; ``"auto"`` is ``AUTO_SHARE``'s. Bad shares are refused, naming the forms."""
+    the share; ``"auto"`` is ``AUTO_SHARE``'s (bad shares: ``test_bad_offload_option_...``)."""
     from fxslots.offloading import AUTO_SHARE
 
     full, half = _offloaded("auto"), _offloaded("auto:0.5")
@@ -91,9 +91,6 @@ def test_auto_with_a_share_fills_that_share_of_the_link():
     moved = [p.reason for p in half.placements if p.write is Write.OFFLOAD]
     kept = [p.reason for p in half.placements if "would not hide" in p.reason]
     assert moved and kept and all("(share 0.5)" in r for r in moved + kept)
-    for bad in ("auto:0", "auto:1.5", "auto:", "auto:half", "all:1"):
-        with pytest.raises(fxslots.OptionsError, match=r"'auto:<share>'.*got '" + bad):
-            fxslots.Options.parse({"offload": bad})
 
 
 def _auto_dynamic_llama(seqs):
@@ -323,9 +320,11 @@ def test_offloaded_groups_leave_the_device_arena():
     assert int(every.plan.capacity) < int(none.plan.capacity)
 
 
-def test_bad_offload_option_names_the_forms():
-    with pytest.raises(fxslots.OptionsError, match="'auto', 'auto:<share>' .*'above:<bytes>', a budget"):
-        fxslots.Options(offload="some")
+@pytest.mark.parametrize("bad", ["some", "auto:0", "auto:1.5", "auto:", "auto:half", "all:1"])
+def test_bad_offload_option_names_the_forms(bad):
+    with pytest.raises(fxslots.OptionsError,
+                       match="'auto', 'auto:<share>' .*'above:<bytes>', a budget.*got '" + bad):
+        fxslots.Options(offload=bad)
 
 
 def test_dynamic_shapes_are_sized_at_the_shape_compiled():
