@@ -47,6 +47,12 @@ class Options:
     """Capture each (variant, slot, direction) as a CUDA graph. None: yes when on CUDA."""
     on_capture_failure: str = "raise"
     """"raise": a failed capture raises, naming the node; "eager": that graph runs uncaptured."""
+    memsets: str = "kernels"
+    """How memsets run inside captured CUDA graphs: "kernels" (each memset node of at most
+    1 MiB becomes a kernel node writing the same bytes, before the graph is instantiated: a
+    memset node costs more than a kernel and waits behind host-to-device copies on other
+    streams, such as offload's reloads; ``fxslots.runtime.cudagraphs.memsets``) or "nodes"
+    (as captured)."""
     debug: bool = field(default_factory=lambda: _env_flag("FXSLOTS_DEBUG"))
     """Host-side ownership checks, NaN-poisoned released arenas, stale-output warnings."""
     strict: bool = False
@@ -110,7 +116,8 @@ class Options:
                             ("partitioner", sorted([*PARTITIONERS, AUTO])),
                             ("grad_accumulation", ("graph", "fused", "autograd")),
                             ("kernels", ("aten", "inductor")),
-                            ("on_capture_failure", ("raise", "eager"))):
+                            ("on_capture_failure", ("raise", "eager")),
+                            ("memsets", ("kernels", "nodes"))):
             if getattr(self, name) not in valid:
                 # Registries (lists) may grow: list them; fixed pairs read as a choice.
                 what = (f"one of {valid}" if isinstance(valid, list)
@@ -186,6 +193,7 @@ _TYPES = {
     "max_arena_bytes": (int, type(None)),
     "cudagraphs": (bool, type(None)),
     "on_capture_failure": (str,),
+    "memsets": (str,),
     "debug": (bool,),
     "strict": (bool,),
     "partitioner": (str,),

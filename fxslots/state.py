@@ -15,6 +15,9 @@ What lives here:
 - ``viewed``: memory the caller's tensors view through a non-owning alias (gradients in a
   slot's arena or an output buffer): kept while they live, past their slot, their region and
   ``reset()``, which must not free what a ``.grad`` still points into.
+- ``memset_kernels``: per CUDA device, the driver and the kernel that captured graphs' memset
+  nodes become (``runtime.cudagraphs.memsets``), or why it could not load; kept past
+  ``reset()``: the kernel's module lives as long as the device's context.
 
 Lifecycle: everything is created lazily at the first compile or capture (importing fxslots does
 no CUDA work). A region's arenas and graphs are freed when the model it was compiled for dies
@@ -45,6 +48,7 @@ preparing = 0  # > 0 inside fxslots.prepare: captures there are expected, not ne
 accumulators: dict[int, tuple[Any, set[int]]] = {}
 accumulators_shared = 0
 viewed: list[tuple[Any, Any]] = []  # (memory, weak reference of the alias that views it)
+memset_kernels: dict[int, Any] = {}
 
 
 def keep_while_viewed(memory: Any, alias_ref: Any) -> None:

@@ -54,6 +54,7 @@ def test_importing_fxslots_registers_nothing():
     ({"alignment": 100}, "power of two"),
     ({"partitioner": "greedy"}, r"'partitioner' must be one of \['auto', 'default', 'min_cut'\]"),
     ({"on_capture_failure": "ignore"}, "'raise' or 'eager'"),
+    ({"memsets": "kernel"}, "'memsets' must be 'kernels' or 'nodes', got 'kernel'"),
 ])
 def test_bad_options_name_the_key_and_the_valid_values(options, match):
     with pytest.raises(fxslots.OptionsError, match=match):

@@ -49,8 +49,8 @@ class _StandInCapturer:
     """Replaces ``CudaCapturer``: a capture runs the graph once to learn its outputs, then
     undoes what running it wrote, as a real capture runs nothing."""
 
-    def __init__(self, device):
-        self.device = device
+    def __init__(self, device, options):
+        self.device, self.options = device, options
 
     def synchronize(self):
         pass

@@ -43,7 +43,7 @@ class GraphExecutor:
     def __init__(self, variant: Variant, options: Options):
         self.options = options
         self.region = variant.region
-        self.capturer = CudaCapturer(variant.device)
+        self.capturer = CudaCapturer(variant.device, options)
         self.graphs: dict[CaptureKey, Captured] = {}
         # (direction, accumulate, a delivering graph's own kernels) run once uncaptured, at
         # which Inductor compile count (run 20: after one, a kernel tuned in a capture)

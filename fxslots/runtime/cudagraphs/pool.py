@@ -20,6 +20,9 @@ import torch.fx as fx
 
 from ... import _torch, state
 from ...errors import gist
+from ...fallback import go_without
+from ...options import Options
+from . import memsets
 
 log = logging.getLogger(__name__)
 
@@ -91,10 +94,13 @@ class CaptureFailed(Exception):
 
 
 class CudaCapturer:
-    """Captures FX graphs as CUDA graphs into the shared pool of one device."""
+    """Captures FX graphs as CUDA graphs into the shared pool of one device; with
+    ``memsets="kernels"``, each graph's small memset nodes become kernel nodes before it is
+    instantiated (``memsets.as_kernels``)."""
 
-    def __init__(self, device: torch.device):
+    def __init__(self, device: torch.device, options: Options | None = None):
         self.device = device
+        self.options = options or Options()
 
     def synchronize(self) -> None:
         torch.cuda.synchronize(self.device)
@@ -104,13 +110,15 @@ class CudaCapturer:
         after everything the failed capture allocated is freed and its state undone. ``gm``
         may be compiled code (Inductor's), run as one call: then no node is named."""
         self.synchronize()
-        graph = torch.cuda.CUDAGraph()
+        rewrite = self.options.memsets == "kernels"
+        graph = torch.cuda.CUDAGraph(keep_graph=rewrite)
         tracker = NodeTracker(gm) if isinstance(gm, fx.GraphModule) else _Call(gm)
         pool = shared_pool(self.device)
         stream = torch.cuda.current_stream(self.device)
         try:
             with capturing(graph, pool.handle):
                 outs = tracker.run(*args)
+            swapped, reason = self._instantiate(graph) if rewrite else (0, None)
         except Exception as e:  # noqa: BLE001 - any failure to capture is reported the same way
             # Whatever the failed capture allocated must die now: the interpreter's values and
             # every traceback frame that still points at them.
@@ -121,7 +129,21 @@ class CudaCapturer:
             raise CaptureFailed(tracker.current, root_cause(e)) from None
         tracker.env = {}  # the interpreter keeps its values: this forward's slot views
         pool.track(graph)
+        state.counters["memsets_as_kernels"] += swapped
+        if reason is not None:
+            go_without(f"memset nodes as kernel nodes on {self.device}: {reason}; they stay "
+                       f"memset nodes (options={{'memsets': 'nodes'}} keeps them so without "
+                       f"trying)", self.options.strict)
         return graph, outs
+
+    def _instantiate(self, graph: torch.cuda.CUDAGraph) -> tuple[int, str | None]:
+        """Instantiate a graph captured with ``keep_graph=True``, its memsets made kernels
+        first: (how many, why not all, or None)."""
+        index = device_index(self.device)
+        with torch.cuda.device(index):  # the kernel's module is the device context's
+            found = memsets.as_kernels(graph.raw_cuda_graph(), index)
+        graph.instantiate()
+        return found
 
 
 @contextlib.contextmanager
