@@ -36,6 +36,7 @@ OFFLOADING = "fxslots/offloading.py"
 COSTS = "fxslots/costs.py"
 EXECUTOR = "fxslots/runtime/cudagraphs/executor.py"
 POOL = "fxslots/runtime/cudagraphs/pool.py"
+MEMSETS = "fxslots/runtime/cudagraphs/memsets.py"
 STAGING = "fxslots/runtime/cudagraphs/staging.py"
 DELIVER = "fxslots/passes/deliver.py"
 PLAN = "fxslots/passes/plan.py"
@@ -1293,4 +1294,13 @@ MUTANTS: tuple[Mutant, ...] = (
             "test_the_buffer_a_loop_no_longer_needs_is_freed_once_and_its_graphs_forgotten",
             "tests/test_overlay.py::test_after_prepare_a_loop_that_drops_gradients_captures_"
             "nothing")),
+    Mutant("memset-kernel-short-of-its-last-elements", MEMSETS,
+           "blocks=-(-count // THREADS)", "blocks=count // THREADS",
+           "a memset's kernel node has a thread for every element it writes", "cpu",
+           ("tests/test_memsets.py::test_a_memset_is_one_thread_an_element_over_its_rows",)),
+    Mutant("memset-kernel-takes-bulk-clears", MEMSETS,
+           "if m.nbytes > MAX_BYTES:", "if False:",
+           "memsets above MAX_BYTES stay memset nodes", "cpu",
+           ("tests/test_memsets.py::"
+            "test_a_memset_the_kernel_does_not_suit_stays_and_says_why",)),
 )
