@@ -47,12 +47,14 @@ class Options:
     """Capture each (variant, slot, direction) as a CUDA graph. None: yes when on CUDA."""
     on_capture_failure: str = "raise"
     """"raise": a failed capture raises, naming the node; "eager": that graph runs uncaptured."""
-    memsets: str = "kernels"
-    """How memsets run inside captured CUDA graphs: "kernels" (each memset node of at most
-    1 MiB becomes a kernel node writing the same bytes, before the graph is instantiated: a
-    memset node costs more than a kernel and waits behind host-to-device copies on other
-    streams, such as offload's reloads; ``fxslots.runtime.cudagraphs.memsets``) or "nodes"
-    (as captured)."""
+    memsets: str = field(
+        default_factory=lambda: os.environ.get("FXSLOTS_MEMSETS", "").strip() or "nodes")
+    """How memsets run inside captured CUDA graphs: "nodes" (as captured) or "kernels" (each
+    memset node of at most 1 MiB becomes a kernel node writing the same bytes, before the graph
+    is instantiated: a memset node costs more than a kernel and waits behind host-to-device
+    copies on other streams, such as offload's reloads; ``fxslots.runtime.cudagraphs.memsets``).
+    "nodes" is the default until "kernels" has passed the GPU suites (session 32 had no GPU);
+    the environment variable FXSLOTS_MEMSETS sets the default (to run a suite with kernels)."""
     debug: bool = field(default_factory=lambda: _env_flag("FXSLOTS_DEBUG"))
     """Host-side ownership checks, NaN-poisoned released arenas, stale-output warnings."""
     strict: bool = False
@@ -122,8 +124,9 @@ class Options:
                 # Registries (lists) may grow: list them; fixed pairs read as a choice.
                 what = (f"one of {valid}" if isinstance(valid, list)
                         else " or ".join(map(repr, valid)))
-                env = (" (from the environment variable FXSLOTS_KERNELS)"
-                       if name == "kernels" and os.environ.get("FXSLOTS_KERNELS") else "")
+                var = f"FXSLOTS_{name.upper()}"
+                env = (f" (from the environment variable {var})"
+                       if name in ("kernels", "memsets") and os.environ.get(var) else "")
                 raise OptionsError(f"fxslots option {name!r} must be {what}, "
                                    f"got {getattr(self, name)!r}{env}")
 

@@ -661,14 +661,20 @@ def test_fallback_graph_with_strict_raises_and_training_goes_on():
     assert_same_grads(model, eager)
 
 
-def test_kernels_env_var_sets_the_default_and_is_checked(monkeypatch):
+@pytest.mark.parametrize("name, default, other, bad", [
+    ("kernels", "aten", "inductor", "triton"), ("memsets", "nodes", "kernels", "kernel")])
+def test_kernels_env_var_sets_the_default_and_is_checked(monkeypatch, name, default, other, bad):
+    """FXSLOTS_KERNELS and FXSLOTS_MEMSETS set their option's default, checked like the
+    option (the error names the variable); an explicit option wins."""
     from fxslots.options import Options
 
-    monkeypatch.setenv("FXSLOTS_KERNELS", "inductor")
-    assert Options().kernels == "inductor"
-    assert Options(kernels="aten").kernels == "aten"  # an explicit option wins
-    monkeypatch.setenv("FXSLOTS_KERNELS", "triton")
-    with pytest.raises(fxslots.OptionsError, match="FXSLOTS_KERNELS"):
+    var = f"FXSLOTS_{name.upper()}"
+    monkeypatch.setenv(var, other)
+    assert getattr(Options(), name) == other
+    assert getattr(Options(**{name: default}), name) == default
+    monkeypatch.setenv(var, bad)
+    with pytest.raises(fxslots.OptionsError,
+                       match=f"'{bad}' \\(from the environment variable {var}\\)"):
         Options()
-    monkeypatch.delenv("FXSLOTS_KERNELS")
-    assert Options().kernels == "aten"
+    monkeypatch.delenv(var)
+    assert getattr(Options(), name) == default

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ... import state
 
@@ -135,8 +135,74 @@ class DriverError(RuntimeError):
     """A CUDA driver call refused: its name and CUresult."""
 
 
+class UnsafeGraph(RuntimeError):
+    """A swap failed half way and could not be undone: a kernel node may write beside the
+    memset it was to replace, unordered with some of its readers. The graph must not run (the
+    capture fails, as any other does)."""
+
+
+class Graphs(Protocol):
+    """What ``as_kernels`` asks of a graph API (the driver's, ``_Driver``; a stand-in in CPU
+    tests): nodes are opaque ints."""
+
+    def nodes(self, graph: int) -> list[int]: ...
+    def memset(self, node: int) -> Memset | None: ...  # None: not a memset node
+    def dependencies(self, node: int) -> list[int]: ...
+    def dependents(self, node: int) -> list[int]: ...
+    def add_kernel(self, graph: int, how: Launch, after: list[int]) -> int: ...
+    def add_edge(self, graph: int, before: int, after: int) -> None: ...
+    def destroy(self, node: int) -> None: ...
+
+
+def as_kernels(raw_graph: int, device_index: int) -> tuple[int, str | None]:
+    """Swap each small memset node of the captured, not yet instantiated graph ``raw_graph``
+    (``CUDAGraph.raw_cuda_graph()``) for a kernel node; (how many, why the rest could not be,
+    or None). The device's context must be current."""
+    api = driver(device_index)
+    if isinstance(api, str):
+        return 0, api
+    return swap_memsets(api, raw_graph)
+
+
+def swap_memsets(api: Graphs, graph: int) -> tuple[int, str | None]:
+    """``as_kernels`` over any graph API: stops at the first failure, every swap before it
+    done, the failing one undone (``UnsafeGraph`` where it cannot be)."""
+    swapped = 0
+    try:
+        for node in api.nodes(graph):
+            swapped += _swap(api, graph, node)
+    except UnsafeGraph:
+        raise
+    except Exception as e:  # noqa: BLE001 - a refusal (or a bug here) must not stop training
+        return swapped, f"a memset node could not be swapped ({type(e).__name__}: {e})"
+    return swapped, None
+
+
+def _swap(api: Graphs, graph: int, node: int) -> int:
+    """1 if ``node`` was a small memset node, now a kernel node in its place; else 0."""
+    m = api.memset(node)
+    how = launch(m) if m is not None else "not a memset"
+    if isinstance(how, str):
+        return 0
+    before, after = api.dependencies(node), api.dependents(node)
+    new = api.add_kernel(graph, how, before)
+    try:
+        for o in after:
+            api.add_edge(graph, new, o)
+        api.destroy(node)
+    except BaseException:
+        # With its edges: the memset node, still there, does it all; nothing writes twice.
+        try:
+            api.destroy(new)
+        except Exception as e:
+            raise UnsafeGraph(f"a kernel node replacing memset node {node:#x} could not be "
+                              f"removed again after a failure ({e})") from e
+        raise
+    return 1
+
+
 class _Driver:
-    """libcuda's graph calls this module makes, and the memset kernel loaded per device."""
+    """``Graphs`` over libcuda, with the memset kernel loaded into the current context."""
 
     _SIGNATURES = {
         "cuModuleLoadData": ("P", "s"), "cuModuleGetFunction": ("P", "P", "s"),
@@ -151,21 +217,16 @@ class _Driver:
         kinds = {"P": ctypes.c_void_p, "s": ctypes.c_char_p, "z": ctypes.c_size_t}
         for name, sig in self._SIGNATURES.items():
             getattr(self.lib, name).argtypes = [kinds[k] for k in sig]
+        module, self.fn = ctypes.c_void_p(), ctypes.c_void_p()
+        self("cuModuleLoadData", ctypes.byref(module), _PTX.encode())
+        self("cuModuleGetFunction", ctypes.byref(self.fn), module, b"fxslots_memset")
 
     def __call__(self, name: str, *args: Any) -> None:
         rc = getattr(self.lib, name)(*args)
         if rc != 0:
             raise DriverError(f"{name} returned CUresult {rc}")
 
-    def kernel(self) -> ctypes.c_void_p:
-        """The memset kernel in the current context (the capturing device's)."""
-        module, fn = ctypes.c_void_p(), ctypes.c_void_p()
-        self("cuModuleLoadData", ctypes.byref(module), _PTX.encode())
-        self("cuModuleGetFunction", ctypes.byref(fn), module, b"fxslots_memset")
-        return fn
-
-    def nodes(self, query: str, of: Any) -> list[int]:
-        """The nodes ``query`` lists (a graph's, a node's dependencies or dependents)."""
+    def _list(self, query: str, of: int) -> list[int]:
         n = ctypes.c_size_t(0)
         self(query, of, None, ctypes.byref(n))
         if n.value == 0:  # the driver refuses an array where there is nothing to list
@@ -174,74 +235,52 @@ class _Driver:
         self(query, of, found, ctypes.byref(n))
         return [found[i] for i in range(n.value)]
 
+    def nodes(self, graph: int) -> list[int]:
+        return self._list("cuGraphGetNodes", graph)
 
-def driver_kernel(device_index: int) -> tuple[_Driver, ctypes.c_void_p] | str:
-    """The driver and the memset kernel of ``device_index`` (loaded at its first capture), or
-    why there are none: kept, so a failure is reported once, not at every capture."""
+    def dependencies(self, node: int) -> list[int]:
+        return self._list("cuGraphNodeGetDependencies", node)
+
+    def dependents(self, node: int) -> list[int]:
+        return self._list("cuGraphNodeGetDependentNodes", node)
+
+    def memset(self, node: int) -> Memset | None:
+        kind = ctypes.c_int()
+        self("cuGraphNodeGetType", node, ctypes.byref(kind))
+        if kind.value != MEMSET_NODE:
+            return None
+        p = _MemsetParams()
+        self("cuGraphMemsetNodeGetParams", node, ctypes.byref(p))
+        return Memset(p.dst, p.pitch, p.value, p.elementSize, p.width, p.height)
+
+    def add_kernel(self, graph: int, how: Launch, after: list[int]) -> int:
+        types = (ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint32,
+                 ctypes.c_uint64, ctypes.c_uint64)
+        values = [t(v) for t, v in zip(types, how.args, strict=True)]
+        pointers = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
+        params = _KernelParams(self.fn, how.blocks, 1, 1, THREADS, 1, 1, 0, pointers, None)
+        new = ctypes.c_void_p()
+        deps = (ctypes.c_void_p * max(len(after), 1))(*after)
+        self("cuGraphAddKernelNode", ctypes.byref(new), graph, deps, len(after),
+             ctypes.byref(params))
+        return new.value
+
+    def add_edge(self, graph: int, before: int, after: int) -> None:
+        self("cuGraphAddDependencies", graph, (ctypes.c_void_p * 1)(before),
+             (ctypes.c_void_p * 1)(after), 1)
+
+    def destroy(self, node: int) -> None:
+        self("cuGraphDestroyNode", node)
+
+
+def driver(device_index: int) -> Graphs | str:
+    """The graph API with ``device_index``'s memset kernel (loaded at its first capture), or
+    why there is none: kept, so a failure is reported once, not at every capture."""
     found = state.memset_kernels.get(device_index)
     if found is None:
         try:
-            driver = _Driver()
-            found = (driver, driver.kernel())
-        except (OSError, AttributeError, DriverError) as e:
+            found = _Driver()
+        except Exception as e:  # noqa: BLE001 - no libcuda, an old one, a refused module
             found = f"the CUDA driver could not load the memset kernel ({e})"
         state.memset_kernels[device_index] = found
     return found
-
-
-def as_kernels(raw_graph: int, device_index: int) -> tuple[int, str | None]:
-    """Swap each small memset node of the captured, not yet instantiated graph ``raw_graph``
-    (``CUDAGraph.raw_cuda_graph()``) for a kernel node; (how many, why the rest could not be,
-    or None). The device's context must be current."""
-    found = driver_kernel(device_index)
-    if isinstance(found, str):
-        return 0, found
-    driver, fn = found
-    graph = ctypes.c_void_p(raw_graph)
-    swapped = 0
-    try:
-        for node in driver.nodes("cuGraphGetNodes", graph):
-            swapped += _swap(driver, fn, graph, ctypes.c_void_p(node))
-    except (DriverError, ctypes.ArgumentError) as e:
-        return swapped, f"a memset node could not be swapped ({e})"
-    return swapped, None
-
-
-def _swap(driver: _Driver, fn: ctypes.c_void_p, graph: ctypes.c_void_p,
-          node: ctypes.c_void_p) -> int:
-    """1 if ``node`` was a small memset node, now a kernel node in its place; else 0."""
-    kind = ctypes.c_int()
-    driver("cuGraphNodeGetType", node, ctypes.byref(kind))
-    if kind.value != MEMSET_NODE:
-        return 0
-    p = _MemsetParams()
-    driver("cuGraphMemsetNodeGetParams", node, ctypes.byref(p))
-    how = launch(Memset(p.dst, p.pitch, p.value, p.elementSize, p.width, p.height))
-    if isinstance(how, str):
-        return 0
-    before = driver.nodes("cuGraphNodeGetDependencies", node)
-    after = driver.nodes("cuGraphNodeGetDependentNodes", node)
-    new = _add_kernel(driver, fn, graph, how, before)
-    try:
-        for o in after:
-            driver("cuGraphAddDependencies", graph, (ctypes.c_void_p * 1)(new.value),
-                   (ctypes.c_void_p * 1)(o), 1)
-    except DriverError:
-        driver("cuGraphDestroyNode", new)  # with its edges: the memset node still does it all
-        raise
-    driver("cuGraphDestroyNode", node)
-    return 1
-
-
-def _add_kernel(driver: _Driver, fn: ctypes.c_void_p, graph: ctypes.c_void_p, how: Launch,
-                before: list[int]) -> ctypes.c_void_p:
-    types = (ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint32,
-             ctypes.c_uint64, ctypes.c_uint64)
-    values = [t(v) for t, v in zip(types, how.args, strict=True)]
-    pointers = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
-    params = _KernelParams(fn, how.blocks, 1, 1, THREADS, 1, 1, 0, pointers, None)
-    new = ctypes.c_void_p()
-    deps = (ctypes.c_void_p * max(len(before), 1))(*before)
-    driver("cuGraphAddKernelNode", ctypes.byref(new), graph, deps, len(before),
-           ctypes.byref(params))
-    return new

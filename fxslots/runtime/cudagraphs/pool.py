@@ -118,7 +118,7 @@ class CudaCapturer:
         try:
             with capturing(graph, pool.handle):
                 outs = tracker.run(*args)
-            swapped, reason = self._instantiate(graph) if rewrite else (0, None)
+            swapped = self._instantiate(graph) if rewrite else None
         except Exception as e:  # noqa: BLE001 - any failure to capture is reported the same way
             # Whatever the failed capture allocated must die now: the interpreter's values and
             # every traceback frame that still points at them.
@@ -129,11 +129,8 @@ class CudaCapturer:
             raise CaptureFailed(tracker.current, root_cause(e)) from None
         tracker.env = {}  # the interpreter keeps its values: this forward's slot views
         pool.track(graph)
-        state.counters["memsets_as_kernels"] += swapped
-        if reason is not None:
-            go_without(f"memset nodes as kernel nodes on {self.device}: {reason}; they stay "
-                       f"memset nodes (options={{'memsets': 'nodes'}} keeps them so without "
-                       f"trying)", self.options.strict)
+        if swapped is not None:
+            self._report(*swapped)
         return graph, outs
 
     def _instantiate(self, graph: torch.cuda.CUDAGraph) -> tuple[int, str | None]:
@@ -144,6 +141,13 @@ class CudaCapturer:
             found = memsets.as_kernels(graph.raw_cuda_graph(), index)
         graph.instantiate()
         return found
+
+    def _report(self, swapped: int, reason: str | None) -> None:
+        state.counters["memsets_as_kernels"] += swapped
+        if reason is not None:
+            go_without(f"memset nodes as kernel nodes on {self.device}: {reason}; they stay "
+                       f"memset nodes (options={{'memsets': 'nodes'}} keeps them so without "
+                       f"trying)", self.options.strict)
 
 
 @contextlib.contextmanager
