@@ -1303,4 +1303,12 @@ MUTANTS: tuple[Mutant, ...] = (
            "memsets above MAX_BYTES stay memset nodes", "cpu",
            ("tests/test_memsets.py::"
             "test_a_memset_the_kernel_does_not_suit_stays_and_says_why",)),
+    Mutant("swapped-memset-loses-its-readers", MEMSETS,
+           "        for o in after:\n", "        for o in []:\n",
+           "a memset's kernel node runs before every node that ran after the memset", "cpu",
+           ("tests/test_memsets.py::test_swapped_memsets_keep_their_place_in_the_graph",)),
+    Mutant("refused-swap-left-half-done", MEMSETS,
+           "            api.destroy(new)\n", "            pass\n",
+           "a swap refused half way is undone: no kernel node writes beside its memset", "cpu",
+           ("tests/test_memsets.py::test_a_refused_swap_is_undone_and_named",)),
 )

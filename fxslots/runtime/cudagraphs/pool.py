@@ -144,6 +144,8 @@ class CudaCapturer:
 
     def _report(self, swapped: int, reason: str | None) -> None:
         state.counters["memsets_as_kernels"] += swapped
+        log.info("memsets: %d memset nodes of the graph captured on %s made kernel nodes",
+                 swapped, self.device)
         if reason is not None:
             go_without(f"memset nodes as kernel nodes on {self.device}: {reason}; they stay "
                        f"memset nodes (options={{'memsets': 'nodes'}} keeps them so without "
