@@ -187,15 +187,15 @@ def test_cuda_swapped_memsets_write_their_bytes_before_what_reads_them():
 def _train(memsets_option, steps=3, strict=True):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.GELU(),
-                                torch.nn.Linear(1024, 512)).cuda()
-    # The loss's sum over 64k elements is a split reduction: ATen zeroes its semaphores with a
+                                torch.nn.Linear(1024, 2048)).cuda()
+    # The loss's sum over 512k elements is a split reduction: ATen zeroes its semaphores with a
     # memset, captured as a memset node in the forward graph.
     def loss(x):
         return model(x).pow(2).mean()
 
     f = loss if memsets_option is None else torch.compile(
         loss, backend="fxslots", options={"memsets": memsets_option, "strict": strict})
-    x = torch.randn(128, 256, device="cuda", generator=torch.Generator("cuda").manual_seed(1))
+    x = torch.randn(256, 256, device="cuda", generator=torch.Generator("cuda").manual_seed(1))
     grads = []
     for _ in range(steps):
         f(x).backward()
