@@ -1311,4 +1311,9 @@ MUTANTS: tuple[Mutant, ...] = (
            "            api.destroy(new)\n", "            pass\n",
            "a swap refused half way is undone: no kernel node writes beside its memset", "cpu",
            ("tests/test_memsets.py::test_a_refused_swap_is_undone_and_named",)),
+    Mutant("misaligned-memset-swapped", MEMSETS,
+           "if m.dst % m.element_size or", "if False and m.dst % m.element_size or",
+           "a memset whose elements are not aligned to their size stays a memset node", "cpu",
+           ("tests/test_memsets.py::"
+            "test_a_memset_the_kernel_does_not_suit_stays_and_says_why",)),
 )

@@ -20,60 +20,15 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ... import state
+from .memset_kernel import PTX
 
 MAX_BYTES = 2**20
 """Larger memsets stay memset nodes: the kernel writes one element per thread, which suits the
 few bytes the fixed cost is about, not a bulk clear (those run as memsets either way)."""
 THREADS = 256
 MEMSET_NODE = 2  # CU_GRAPH_NODE_TYPE_MEMSET
+DEVICE_ORDINAL = 9  # CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
 
-_PTX = r"""
-.version 7.0
-.target sm_70
-.address_size 64
-.visible .entry fxslots_memset(.param .u64 p_dst, .param .u64 p_pitch, .param .u32 p_value,
-                               .param .u32 p_esize, .param .u64 p_width, .param .u64 p_n)
-{
-  .reg .u64 %rd<12>;
-  .reg .u32 %r<8>;
-  .reg .u16 %rs<2>;
-  .reg .pred %p<4>;
-  ld.param.u64 %rd1, [p_dst];
-  ld.param.u64 %rd2, [p_pitch];
-  ld.param.u32 %r1, [p_value];
-  ld.param.u32 %r2, [p_esize];
-  ld.param.u64 %rd3, [p_width];
-  ld.param.u64 %rd4, [p_n];
-  mov.u32 %r3, %ctaid.x;
-  mov.u32 %r4, %ntid.x;
-  mov.u32 %r5, %tid.x;
-  mul.wide.u32 %rd5, %r3, %r4;
-  cvt.u64.u32 %rd6, %r5;
-  add.u64 %rd5, %rd5, %rd6;
-  setp.ge.u64 %p1, %rd5, %rd4;
-  @%p1 bra DONE;
-  div.u64 %rd7, %rd5, %rd3;
-  rem.u64 %rd8, %rd5, %rd3;
-  cvt.u64.u32 %rd9, %r2;
-  mul.lo.u64 %rd8, %rd8, %rd9;
-  mad.lo.u64 %rd10, %rd7, %rd2, %rd8;
-  add.u64 %rd10, %rd10, %rd1;
-  cvt.u16.u32 %rs1, %r1;
-  setp.eq.u32 %p2, %r2, 4;
-  @%p2 bra E4;
-  setp.eq.u32 %p3, %r2, 2;
-  @%p3 bra E2;
-  st.global.u8 [%rd10], %rs1;
-  bra DONE;
-E2:
-  st.global.u16 [%rd10], %rs1;
-  bra DONE;
-E4:
-  st.global.u32 [%rd10], %r1;
-DONE:
-  ret;
-}
-"""
 
 
 class _MemsetParams(ctypes.Structure):  # CUDA_MEMSET_NODE_PARAMS
@@ -123,6 +78,8 @@ def launch(m: Memset) -> Launch | str:
         return f"its elements are {m.element_size} bytes (the kernel writes 1, 2 or 4)"
     if m.nbytes > MAX_BYTES:
         return f"it writes {m.nbytes} bytes (more than {MAX_BYTES})"
+    if m.dst % m.element_size or (m.height > 1 and m.pitch % m.element_size):
+        return f"its {m.element_size}-byte elements are not aligned (a kernel's store would be)"
     count = m.width * m.height
     if count == 0:
         return "it writes nothing"
@@ -137,8 +94,8 @@ class DriverError(RuntimeError):
 
 class UnsafeGraph(RuntimeError):
     """A swap failed half way and could not be undone: a kernel node may write beside the
-    memset it was to replace, unordered with some of its readers. The graph must not run (the
-    capture fails, as any other does)."""
+    memset it was to replace, unordered with some of its readers. The graph must never run
+    (``CudaCapturer.capture`` drops it and captures again, memsets as they come)."""
 
 
 class Graphs(Protocol):
@@ -190,13 +147,13 @@ def _swap(api: Graphs, graph: int, node: int) -> int:
         for o in after:
             api.add_edge(graph, new, o)
         api.destroy(node)
-    except BaseException:
+    except BaseException as failure:
         # With its edges: the memset node, still there, does it all; nothing writes twice.
         try:
             api.destroy(new)
         except Exception as e:
-            raise UnsafeGraph(f"a kernel node replacing memset node {node:#x} could not be "
-                              f"removed again after a failure ({e})") from e
+            raise UnsafeGraph(f"memset node {node:#x}: {failure}; the kernel node replacing "
+                              f"it could not be removed again ({e})") from None
         raise
     return 1
 
@@ -210,15 +167,18 @@ class _Driver:
         "cuGraphMemsetNodeGetParams": ("P", "P"), "cuGraphNodeGetDependencies": ("P", "P", "P"),
         "cuGraphNodeGetDependentNodes": ("P", "P", "P"),
         "cuGraphAddKernelNode": ("P", "P", "P", "z", "P"),
-        "cuGraphAddDependencies": ("P", "P", "P", "z"), "cuGraphDestroyNode": ("P",)}
+        "cuGraphAddDependencies": ("P", "P", "P", "z"), "cuGraphDestroyNode": ("P",),
+        "cuPointerGetAttribute": ("P", "i", "Q")}
 
-    def __init__(self) -> None:
+    def __init__(self, device: int) -> None:
+        self.device = device
         self.lib = ctypes.CDLL("libcuda.so.1")
-        kinds = {"P": ctypes.c_void_p, "s": ctypes.c_char_p, "z": ctypes.c_size_t}
+        kinds = {"P": ctypes.c_void_p, "s": ctypes.c_char_p, "z": ctypes.c_size_t,
+                 "i": ctypes.c_int, "Q": ctypes.c_uint64}
         for name, sig in self._SIGNATURES.items():
             getattr(self.lib, name).argtypes = [kinds[k] for k in sig]
         module, self.fn = ctypes.c_void_p(), ctypes.c_void_p()
-        self("cuModuleLoadData", ctypes.byref(module), _PTX.encode())
+        self("cuModuleLoadData", ctypes.byref(module), PTX.encode())
         self("cuModuleGetFunction", ctypes.byref(self.fn), module, b"fxslots_memset")
 
     def __call__(self, name: str, *args: Any) -> None:
@@ -251,7 +211,16 @@ class _Driver:
             return None
         p = _MemsetParams()
         self("cuGraphMemsetNodeGetParams", node, ctypes.byref(p))
+        if self._ordinal(p.dst) != self.device:
+            return None  # another device's bytes (or host memory): the memset does it
         return Memset(p.dst, p.pitch, p.value, p.elementSize, p.width, p.height)
+
+    def _ordinal(self, address: int) -> int | None:
+        """The device whose memory ``address`` is in; None where the driver cannot say."""
+        found = ctypes.c_int(-1)
+        rc = self.lib.cuPointerGetAttribute(ctypes.byref(found), DEVICE_ORDINAL,
+                                           ctypes.c_uint64(address))
+        return found.value if rc == 0 else None
 
     def add_kernel(self, graph: int, how: Launch, after: list[int]) -> int:
         types = (ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint32,
@@ -279,7 +248,7 @@ def driver(device_index: int) -> Graphs | str:
     found = state.memset_kernels.get(device_index)
     if found is None:
         try:
-            found = _Driver()
+            found = _Driver(device_index)
         except Exception as e:  # noqa: BLE001 - no libcuda, an old one, a refused module
             found = f"the CUDA driver could not load the memset kernel ({e})"
         state.memset_kernels[device_index] = found

@@ -108,17 +108,32 @@ class CudaCapturer:
     def capture(self, gm: fx.GraphModule | Any, args: list[Any]) -> tuple[Any, Any]:
         """(graph, outputs) of one capture of ``gm`` on ``args``; or CaptureFailed, raised
         after everything the failed capture allocated is freed and its state undone. ``gm``
-        may be compiled code (Inductor's), run as one call: then no node is named."""
+        may be compiled code (Inductor's), run as one call: then no node is named. With
+        ``memsets="kernels"`` a graph whose rewrite fails (the driver refusing to instantiate
+        it, a swap it could not undo) is dropped unrun and captured again as it comes."""
+        if self.options.memsets == "kernels":
+            graph, outs = self._capture(gm, args, keep=True)
+            try:
+                swapped = self._instantiate(graph)
+            except Exception as e:  # noqa: BLE001 - the rewrite must never stop training
+                drop_frames(e)
+                del graph, outs  # never instantiated, never replayed; its outputs die too
+                self._report(0, f"the rewritten graph was dropped ({type(e).__name__}: "
+                                f"{gist(e)}) and captured again")
+            else:
+                self._report(*swapped)
+                return graph, outs
+        return self._capture(gm, args, keep=False)
+
+    def _capture(self, gm: Any, args: list[Any], keep: bool) -> tuple[Any, Any]:
         self.synchronize()
-        rewrite = self.options.memsets == "kernels"
-        graph = torch.cuda.CUDAGraph(keep_graph=rewrite)
+        graph = torch.cuda.CUDAGraph(keep_graph=keep)
         tracker = NodeTracker(gm) if isinstance(gm, fx.GraphModule) else _Call(gm)
         pool = shared_pool(self.device)
         stream = torch.cuda.current_stream(self.device)
         try:
             with capturing(graph, pool.handle):
                 outs = tracker.run(*args)
-            swapped = self._instantiate(graph) if rewrite else None
         except Exception as e:  # noqa: BLE001 - any failure to capture is reported the same way
             # Whatever the failed capture allocated must die now: the interpreter's values and
             # every traceback frame that still points at them.
@@ -129,8 +144,6 @@ class CudaCapturer:
             raise CaptureFailed(tracker.current, root_cause(e)) from None
         tracker.env = {}  # the interpreter keeps its values: this forward's slot views
         pool.track(graph)
-        if swapped is not None:
-            self._report(*swapped)
         return graph, outs
 
     def _instantiate(self, graph: torch.cuda.CUDAGraph) -> tuple[int, str | None]:
