@@ -37,6 +37,7 @@ COSTS = "fxslots/costs.py"
 EXECUTOR = "fxslots/runtime/cudagraphs/executor.py"
 POOL = "fxslots/runtime/cudagraphs/pool.py"
 MEMSETS = "fxslots/runtime/cudagraphs/memsets.py"
+MEMSET_KERNEL = "fxslots/runtime/cudagraphs/memset_kernel.py"
 STAGING = "fxslots/runtime/cudagraphs/staging.py"
 DELIVER = "fxslots/passes/deliver.py"
 PLAN = "fxslots/passes/plan.py"
@@ -1316,4 +1317,9 @@ MUTANTS: tuple[Mutant, ...] = (
            "a memset whose elements are not aligned to their size stays a memset node", "cpu",
            ("tests/test_memsets.py::"
             "test_a_memset_the_kernel_does_not_suit_stays_and_says_why",)),
+    Mutant("memset-kernel-stores-one-byte", MEMSET_KERNEL,
+           "  st.global.u32 [%rd10], %r1;", "  st.global.u8 [%rd10], %rs1;",
+           "the kernel a memset node becomes writes every byte of each element", "cuda",
+           ("tests/test_cuda_memsets.py::"
+            "test_cuda_swapped_memsets_write_their_bytes_before_what_reads_them",)),
 )
