@@ -7,11 +7,15 @@ from __future__ import annotations
 import ctypes
 
 import pytest
+import torch
 
+import fxslots
 from fxslots import state
+from fxslots.options import Options
 from fxslots.runtime.cudagraphs import memsets
 from fxslots.runtime.cudagraphs.memsets import (
     MAX_BYTES, THREADS, DriverError, Launch, Memset, UnsafeGraph, launch, swap_memsets)
+from fxslots.runtime.cudagraphs.pool import CudaCapturer
 
 
 def test_a_memset_is_one_thread_an_element_over_its_rows():
@@ -148,3 +152,53 @@ def test_without_a_driver_the_reason_is_kept_and_nothing_is_swapped(monkeypatch)
     assert "libcuda" in why
     assert state.memset_kernels[0] == why  # one try: the next capture is not slowed by it
     assert memsets.as_kernels(0, 0) == (0, why)
+
+
+class _Capturer(CudaCapturer):
+    """``CudaCapturer`` with its two CUDA steps stood in for: ``_capture`` hands out a token
+    graph per call and records whether it was kept; ``_instantiate`` does what ``outcome``
+    says (a count and reason, or an exception to raise)."""
+
+    def __init__(self, outcome, **options):
+        super().__init__(torch.device("cuda", 0), Options(memsets="kernels", **options))
+        self.outcome, self.kept = outcome, []
+
+    def _capture(self, gm, args, keep):
+        self.kept.append(keep)
+        return object(), ["outs"]
+
+    def _instantiate(self, graph):
+        if isinstance(self.outcome, Exception):
+            raise self.outcome
+        return self.outcome
+
+
+def test_the_capturer_keeps_a_rewritten_graph_and_counts_its_swaps():
+    c = _Capturer((3, None))
+    graph, outs = c.capture(None, [])
+    assert c.kept == [True] and outs == ["outs"]
+    assert state.counters["memsets_as_kernels"] == 3 and state.counters["twin_fallbacks"] == 0
+
+
+def test_a_partly_refused_rewrite_keeps_the_graph_and_warns():
+    c = _Capturer((1, "a memset node could not be swapped (DriverError: x)"))
+    with pytest.warns(UserWarning, match="without memset nodes as kernel nodes on cuda:0: a "
+                      "memset node could not be swapped .*'memsets': 'nodes'"):
+        c.capture(None, [])
+    assert c.kept == [True] and state.counters["memsets_as_kernels"] == 1
+
+
+@pytest.mark.parametrize("error", [UnsafeGraph("memset node 0x2: ..."),
+                                   RuntimeError("CUDA error: invalid argument")])
+def test_a_graph_whose_rewrite_fails_is_captured_again_as_it_comes(error):
+    c, name = _Capturer(error), type(error).__name__
+    with pytest.warns(UserWarning,
+                      match=f"the rewritten graph was dropped \\({name}: .*\\) and captured again"):
+        c.capture(None, [])
+    assert c.kept == [True, False]  # the second capture instantiates as torch does
+    assert state.counters["twin_fallbacks"] == 1
+
+
+def test_under_strict_a_failed_rewrite_is_an_error():
+    with pytest.raises(fxslots.UnsupportedGraphError, match="strict=True"):
+        _Capturer(UnsafeGraph("x"), strict=True).capture(None, [])

@@ -1322,4 +1322,11 @@ MUTANTS: tuple[Mutant, ...] = (
            "the kernel a memset node becomes writes every byte of each element", "cuda",
            ("tests/test_cuda_memsets.py::"
             "test_cuda_swapped_memsets_write_their_bytes_before_what_reads_them",)),
+    Mutant("failed-rewrite-fails-the-capture", POOL,
+           "except Exception as e:  # noqa: BLE001 - the rewrite must never stop training",
+           "except ZeroDivisionError as e:",
+           "a graph whose memset rewrite fails is captured again as it comes, not an error",
+           "cpu",
+           ("tests/test_memsets.py::"
+            "test_a_graph_whose_rewrite_fails_is_captured_again_as_it_comes",)),
 )
