@@ -84,11 +84,12 @@ def paired(model: str, schedule: str, backends: list[str], reps: int, steps: int
            smoke: bool = False, seqs: tuple[int, ...] | None = None) -> dict:
     import fxslots
 
-    cases, plans = {}, {}
+    cases, plans, events = {}, {}, {}
     for b in backends:
         backend, own_schedule, options = parse_backend(b)
-        before = {id(r) for r in fxslots.regions()}
+        before, counted = {id(r) for r in fxslots.regions()}, dict(fxslots.counters)
         cases[b] = _case(model, own_schedule or schedule, backend, smoke, options, seqs)
+        events[b] = _counted_since(counted, fxslots.counters)
         if backend == "fxslots":  # its own regions' plans: what offload chose, the copies
             plans[b] = bench_work.fxslots_figures(
                 [r for r in fxslots.regions() if id(r) not in before])
@@ -101,7 +102,8 @@ def paired(model: str, schedule: str, backends: list[str], reps: int, steps: int
     base = backends[-1]
     out = {"model": model, "schedule": schedule, "reps": reps, "steps": steps, "seqs": seqs,
            "torch": torch.__version__, "ms_per_step": ms, "base": base, "ratios": {},
-           "max_grad_err": {}, "plans": plans, "link_bytes_per_s": _links(), "forward_ms": {}}
+           "max_grad_err": {}, "plans": plans, "link_bytes_per_s": _links(), "forward_ms": {},
+           "warmup_counters": events}
     for b in backends:
         ratios = sorted(a / c for a, c in zip(ms[b], ms[base], strict=True))
         out["ratios"][b] = {"median": statistics.median(ratios), "min": ratios[0],
@@ -111,6 +113,12 @@ def paired(model: str, schedule: str, backends: list[str], reps: int, steps: int
         out["forward_ms"][b] = forward_ms(work, f, name, own or schedule, steps)
         out["max_grad_err"][b] = bench_work.grad_error(work, f, step)
     return out
+
+
+def _counted_since(before: dict, now) -> dict:
+    """fxslots' counters that moved while one backend compiled and warmed up (its captures,
+    memsets made kernels, fallbacks): the whole process counts into one ``fxslots.counters``."""
+    return {k: v - before.get(k, 0) for k, v in sorted(now.items()) if v != before.get(k, 0)}
 
 
 def forward_ms(work, f, backend: str, schedule: str, steps: int) -> float | None:
@@ -156,6 +164,9 @@ def table(res: dict) -> str:
                      f"| {_ms(res.get('forward_ms', {}).get(b)):>6} | {_capacity(res, b)}")
     if res.get("link_bytes_per_s"):
         lines.append(f"host link measured: {res['link_bytes_per_s']} B/s")
+    for b, moved in res.get("warmup_counters", {}).items():
+        if moved:
+            lines.append(f"{b} warming up: " + ", ".join(f"{k} {v}" for k, v in moved.items()))
     return "\n".join(lines)
 
 

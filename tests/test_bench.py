@@ -268,3 +268,15 @@ def test_paired_warm_up_variants_compile_dynamic_where_asked_on_cpu():
     assert res["seqs"] == SMOKE_WARMUP_SEQS and len(SMOKE_WARMUP_SEQS) == 16
     assert fxslots.counters["compiles"] - before <= 2  # forward + backward, not one per shape
     assert res["max_grad_err"]["fxslots+dynamic=true"] == 0.0
+
+
+def test_paired_counts_what_each_backend_did_while_warming_up():
+    """fxslots' counters are one per process: each backend's share is what moved while it
+    compiled and warmed up (a backend that is not fxslots moves none)."""
+    import paired
+
+    res = paired.paired("launch-bound", "sequential", ["fxslots", "eager"], 1, 1, smoke=True)
+    ours = res["warmup_counters"]["fxslots"]
+    assert ours and all(v > 0 for v in ours.values()) and res["warmup_counters"]["eager"] == {}
+    assert paired._counted_since({"a": 1, "b": 2}, {"a": 1, "b": 5, "c": 1}) == {"b": 3, "c": 1}
+    assert "fxslots warming up: " in paired.table(res)
