@@ -30,7 +30,6 @@ MEMSET_NODE = 2  # CU_GRAPH_NODE_TYPE_MEMSET
 DEVICE_ORDINAL = 9  # CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
 
 
-
 class _MemsetParams(ctypes.Structure):  # CUDA_MEMSET_NODE_PARAMS
     _fields_ = [("dst", ctypes.c_uint64), ("pitch", ctypes.c_size_t), ("value", ctypes.c_uint),
                 ("elementSize", ctypes.c_uint), ("width", ctypes.c_size_t),
@@ -244,7 +243,7 @@ class _Driver:
 
 def driver(device_index: int) -> Graphs | str:
     """The graph API with ``device_index``'s memset kernel (loaded at its first capture), or
-    why there is none: kept, so a failure is reported once, not at every capture."""
+    why there is none: kept either way, so a failed load is not tried again at every capture."""
     found = state.memset_kernels.get(device_index)
     if found is None:
         try:
