@@ -119,12 +119,25 @@ def test_swapped_memsets_keep_their_place_in_the_graph():
 @pytest.mark.parametrize("fail", [{"add_kernel": 1}, {"add_edge": 2}, {"destroy": 1}])
 def test_a_refused_swap_is_undone_and_named(fail):
     """The first memset's swap fails part way: that memset stays with all its edges, no
-    kernel node writes beside it, and the reason names the refusal; nothing else is tried."""
-    g, before = _graph(fail), _graph().picture()
+    kernel node writes beside it, the reason names the refusal, and the other memset is still
+    swapped."""
+    g = _graph(fail)
     swapped, why = swap_memsets(g, 0)
-    assert (swapped, g.picture()) == (0, before)
-    assert why == ("a memset node could not be swapped (DriverError: "
+    assert (swapped, g.picture()) == (1, [
+        ("k1", []), ("k2", ["memset 4B"]), ("k3", ["k1", "memset 4B"]),
+        ("k4", ["memset 2097152B"]), ("k5", ["memset-kernel 1"]), ("memset 2097152B", ["k3"]),
+        ("memset 4B", ["k1"]), ("memset-kernel 1", [])])
+    assert why == ("1 memset node(s) could not be swapped (the first: DriverError: "
                    f"{next(iter(fail))} returned CUresult 1)")
+
+
+def test_a_graph_whose_nodes_cannot_be_listed_keeps_them_all():
+    class Unlisted(StandIn):
+        def nodes(self, graph):
+            raise DriverError("cuGraphGetNodes returned CUresult 1")
+
+    assert swap_memsets(Unlisted(), 0) == (
+        0, "its nodes could not be listed (DriverError: cuGraphGetNodes returned CUresult 1)")
 
 
 def test_a_swap_that_cannot_be_undone_leaves_an_unsafe_graph():
@@ -181,9 +194,9 @@ def test_the_capturer_keeps_a_rewritten_graph_and_counts_its_swaps():
 
 
 def test_a_partly_refused_rewrite_keeps_the_graph_and_warns():
-    c = _Capturer((1, "a memset node could not be swapped (DriverError: x)"))
-    with pytest.warns(UserWarning, match="without memset nodes as kernel nodes on cuda:0: a "
-                      "memset node could not be swapped .*'memsets': 'nodes'"):
+    c = _Capturer((1, "1 memset node(s) could not be swapped (the first: DriverError: x)"))
+    with pytest.warns(UserWarning, match="without memset nodes as kernel nodes on cuda:0: 1 "
+                      "memset node\\(s\\) could not be swapped .*'memsets': 'nodes'"):
         c.capture(None, [])
     assert c.kept == [True] and state.counters["memsets_as_kernels"] == 1
 

@@ -121,17 +121,24 @@ def as_kernels(raw_graph: int, device_index: int) -> tuple[int, str | None]:
 
 
 def swap_memsets(api: Graphs, graph: int) -> tuple[int, str | None]:
-    """``as_kernels`` over any graph API: stops at the first failure, every swap before it
-    done, the failing one undone (``UnsafeGraph`` where it cannot be)."""
-    swapped = 0
+    """``as_kernels`` over any graph API, one memset at a time: a refused one stays a memset
+    node (its swap undone; ``UnsafeGraph`` where that fails) and the rest are still tried."""
     try:
-        for node in api.nodes(graph):
-            swapped += _swap(api, graph, node)
-    except UnsafeGraph:
-        raise
+        nodes = api.nodes(graph)
     except Exception as e:  # noqa: BLE001 - a refusal (or a bug here) must not stop training
-        return swapped, f"a memset node could not be swapped ({type(e).__name__}: {e})"
-    return swapped, None
+        return 0, f"its nodes could not be listed ({type(e).__name__}: {e})"
+    swapped, refused = 0, []
+    for node in nodes:
+        try:
+            swapped += _swap(api, graph, node)
+        except UnsafeGraph:
+            raise
+        except Exception as e:  # noqa: BLE001 - as above: this memset stays as captured
+            refused.append(f"{type(e).__name__}: {e}")
+    if not refused:
+        return swapped, None
+    return swapped, (f"{len(refused)} memset node(s) could not be swapped (the first: "
+                     f"{refused[0]})")
 
 
 def _swap(api: Graphs, graph: int, node: int) -> int:
