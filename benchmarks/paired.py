@@ -84,12 +84,12 @@ def paired(model: str, schedule: str, backends: list[str], reps: int, steps: int
            smoke: bool = False, seqs: tuple[int, ...] | None = None) -> dict:
     import fxslots
 
-    cases, plans, events = {}, {}, {}
+    cases, plans, moved = {}, {}, {}
     for b in backends:
         backend, own_schedule, options = parse_backend(b)
         before, counted = {id(r) for r in fxslots.regions()}, dict(fxslots.counters)
         cases[b] = _case(model, own_schedule or schedule, backend, smoke, options, seqs)
-        events[b] = _counted_since(counted, fxslots.counters)
+        moved[b] = _counted_since(counted, fxslots.counters)
         if backend == "fxslots":  # its own regions' plans: what offload chose, the copies
             plans[b] = bench_work.fxslots_figures(
                 [r for r in fxslots.regions() if id(r) not in before])
@@ -103,7 +103,7 @@ def paired(model: str, schedule: str, backends: list[str], reps: int, steps: int
     out = {"model": model, "schedule": schedule, "reps": reps, "steps": steps, "seqs": seqs,
            "torch": torch.__version__, "ms_per_step": ms, "base": base, "ratios": {},
            "max_grad_err": {}, "plans": plans, "link_bytes_per_s": _links(), "forward_ms": {},
-           "warmup_counters": events}
+           "warmup_counters": moved}
     for b in backends:
         ratios = sorted(a / c for a, c in zip(ms[b], ms[base], strict=True))
         out["ratios"][b] = {"median": statistics.median(ratios), "min": ratios[0],
