@@ -10,7 +10,7 @@ ratio of each pair is the sample, reported as median and min-max.
     python benchmarks/paired.py launch-bound sequential fxslots,reduce-overhead [--reps 21]
     python benchmarks/paired.py launch-bound sequential fxslots:accum,fxslots
     python benchmarks/paired.py llama-small sequential fxslots+offload=auto,fxslots
-        [--steps 8] [--out paired.json] [--smoke]
+        [--steps 8] [--out paired.json] [--smoke] [--seconds 500]
 
 A backend is ``name[:schedule][+option=value...]``: ``fxslots:accum`` runs fxslots on another
 schedule, ``fxslots+offload=auto`` with that option (a value is read as JSON when it parses);
@@ -32,6 +32,7 @@ import json
 import os
 import statistics
 import sys
+import time
 
 import torch
 
@@ -81,8 +82,13 @@ def _case(model: str, schedule: str, backend: str, smoke: bool, options: dict, s
 
 
 def paired(model: str, schedule: str, backends: list[str], reps: int, steps: int,
-           smoke: bool = False, seqs: tuple[int, ...] | None = None) -> dict:
+           smoke: bool = False, seqs: tuple[int, ...] | None = None,
+           seconds: float | None = None) -> dict:
+    """``seconds``: fewer repetitions where ``reps`` would not end (with the checks after
+    them) within that many seconds of the start; at least one runs."""
     import fxslots
+
+    deadline = None if seconds is None else time.monotonic() + seconds
 
     cases, plans, moved = {}, {}, {}
     for b in backends:
@@ -95,12 +101,16 @@ def paired(model: str, schedule: str, backends: list[str], reps: int, steps: int
                 [r for r in fxslots.regions() if id(r) not in before])
     ms: dict[str, list[float]] = {b: [] for b in backends}
     for r in range(reps):
+        started = time.monotonic()
         order = backends if r % 2 == 0 else backends[::-1]  # neither always goes first
         for b in order:
             run, f, work, _ = cases[b]
             ms[b] += bench_work.timed_reps(run, f, work.device, 1, steps)
+        if not _time_for_another(deadline, time.monotonic() - started):
+            break
     base = backends[-1]
-    out = {"model": model, "schedule": schedule, "reps": reps, "steps": steps, "seqs": seqs,
+    out = {"model": model, "schedule": schedule, "reps": len(ms[base]), "steps": steps,
+           "seqs": seqs,
            "torch": torch.__version__, "ms_per_step": ms, "base": base, "ratios": {},
            "max_grad_err": {}, "plans": plans, "link_bytes_per_s": _links(), "forward_ms": {},
            "warmup_counters": moved}
@@ -113,6 +123,12 @@ def paired(model: str, schedule: str, backends: list[str], reps: int, steps: int
         out["forward_ms"][b] = forward_ms(work, f, name, own or schedule, steps)
         out["max_grad_err"][b] = bench_work.grad_error(work, f, step)
     return out
+
+
+def _time_for_another(deadline: float | None, rep_s: float) -> bool:
+    """Whether one more repetition, and then the forward timing and gradient check (each about
+    a repetition's time), end before ``deadline``."""
+    return deadline is None or time.monotonic() + 3 * rep_s < deadline
 
 
 def _counted_since(before: dict, now) -> dict:
@@ -197,6 +213,8 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=21)
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--seconds", type=float, default=None,
+                    help="stop adding repetitions so the run ends within this many seconds")
     ap.add_argument("--smoke", action="store_true", help="the tiny models, on CPU")
     ap.add_argument("--warmup-seqs", action="store_true",
                     help="the warm-up part's 16 sequence variants, not the model's")
@@ -205,7 +223,7 @@ def main() -> None:
     if args.warmup_seqs:
         seqs = bench_plan.SMOKE_WARMUP_SEQS if args.smoke else bench_plan.WARMUP_SEQS
     res = paired(args.model, args.schedule, args.backends.split(","), args.reps, args.steps,
-                 args.smoke, seqs)
+                 args.smoke, seqs, args.seconds)
     print(table(res))
     if args.out:
         with open(args.out, "w") as fh:

@@ -219,6 +219,15 @@ def test_paired_backends_alternate_in_one_process_on_cpu():
     assert "x eager median" in paired.table(res)
 
 
+def test_paired_stops_adding_repetitions_that_would_end_past_its_seconds():
+    import paired
+
+    res = paired.paired("launch-bound", "sequential", ["eager"], 5, 1, smoke=True, seconds=0)
+    assert res["reps"] == 1 and len(res["ms_per_step"]["eager"]) == 1
+    assert paired._time_for_another(None, 1e9)
+    assert not paired._time_for_another(0.0, 0.0)  # the deadline has passed
+
+
 def test_paired_link_capacity_is_bytes_over_the_link_in_the_base_forward():
     """Offload's share of the link: 55 MB a forward, against a 50 GB/s link (the slower of two
     devices) over the base's 2 ms forward (100 MB), is 0.55; a backend that offloads nothing

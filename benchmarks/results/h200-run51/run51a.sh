@@ -16,8 +16,9 @@ grep -E "passed|failed|^FAILED|^ERROR" "$OUT/r51a-tests.txt" | tail -20
 timeout 90 python3 tools/mutation/run.py --suite cuda --no-baseline \
   --only memset-kernel-stores-one-byte 2>&1 | tail -3 | tee "$OUT/r51a-mutant.txt"
 echo "t=$(( $(date +%s) - t0 ))"
-timeout $(( 575 - $(date +%s) + t0 )) python3 benchmarks/paired.py llama-small sequential \
+left=$(( 580 - $(date +%s) + t0 ))
+timeout $left python3 benchmarks/paired.py llama-small sequential \
   fxslots+memsets=kernels,fxslots+offload=auto,fxslots+offload=auto+memsets=kernels,fxslots+offload=auto:0.8+memsets=kernels,fxslots \
-  --reps 9 --steps 8 --out "$OUT/r51a-small.json" 2>&1 | grep -v "captured a CUDA graph" \
+  --reps 9 --steps 8 --seconds $(( left - 20 )) --out "$OUT/r51a-small.json" 2>&1 | grep -v "captured a CUDA graph" \
   | tee "$OUT/r51a-small.txt" | tail -12
 echo "t=$(( $(date +%s) - t0 ))"
