@@ -48,13 +48,14 @@ class Options:
     on_capture_failure: str = "raise"
     """"raise": a failed capture raises, naming the node; "eager": that graph runs uncaptured."""
     memsets: str = field(
-        default_factory=lambda: os.environ.get("FXSLOTS_MEMSETS", "").strip() or "nodes")
-    """How memsets run inside captured CUDA graphs: "nodes" (as captured) or "kernels" (each
-    memset node of at most 1 MiB becomes a kernel node writing the same bytes, before the graph
-    is instantiated: a memset node costs more than a kernel and waits behind host-to-device
-    copies on other streams, such as offload's reloads; ``fxslots.runtime.cudagraphs.memsets``).
-    "nodes" is the default until "kernels" has passed the GPU suites (session 32 had no GPU);
-    the environment variable FXSLOTS_MEMSETS sets the default (to run a suite with kernels)."""
+        default_factory=lambda: os.environ.get("FXSLOTS_MEMSETS", "").strip() or "kernels")
+    """How memsets run inside captured CUDA graphs: "kernels" (each memset node of at most
+    1 MiB becomes a kernel node writing the same bytes, before the graph is instantiated: a
+    memset node costs more than a kernel and waits behind host-to-device copies on other
+    streams, such as offload's reloads; ``fxslots.runtime.cudagraphs.memsets``) or "nodes" (as
+    captured). "kernels" took 0.990x the step of "nodes" on llama-small and 0.998x on
+    llama-large under Inductor (H100 run 51). The environment variable FXSLOTS_MEMSETS sets the
+    default."""
     debug: bool = field(default_factory=lambda: _env_flag("FXSLOTS_DEBUG"))
     """Host-side ownership checks, NaN-poisoned released arenas, stale-output warnings."""
     strict: bool = False

@@ -662,7 +662,7 @@ def test_fallback_graph_with_strict_raises_and_training_goes_on():
 
 
 @pytest.mark.parametrize("name, default, other, bad", [
-    ("kernels", "aten", "inductor", "triton"), ("memsets", "nodes", "kernels", "kernel")])
+    ("kernels", "aten", "inductor", "triton"), ("memsets", "kernels", "nodes", "kernel")])
 def test_kernels_env_var_sets_the_default_and_is_checked(monkeypatch, name, default, other, bad):
     """FXSLOTS_KERNELS and FXSLOTS_MEMSETS set their option's default, checked like the
     option (the error names the variable); an explicit option wins."""
