@@ -45,6 +45,9 @@ def test_cuda_swapped_memsets_write_their_bytes_before_what_reads_them():
     swapped, why = memsets.as_kernels(g.raw_cuda_graph(), torch.cuda.current_device())
     g.instantiate()
     assert (swapped, why) == (4, None)
+    # Emptied once instantiated, as the capturer does: the replays below run without it.
+    assert memsets.release(g.raw_cuda_graph(), torch.cuda.current_device()) == 6
+    assert memsets.driver(torch.cuda.current_device()).nodes(g.raw_cuda_graph()) == []
     want = torch.full(buf.shape, 7, dtype=torch.uint8)
     want[1:6] = 0xAB
     want[64:82] = torch.tensor([0x34, 0x12] * 9, dtype=torch.uint8)
@@ -89,6 +92,7 @@ def test_cuda_training_with_memsets_as_kernels_matches_memset_nodes_bit_for_bit(
     kernels = _train("kernels")
     assert fxslots.counters["captures"] >= 2 and fxslots.counters["twin_fallbacks"] == 0
     assert fxslots.counters["memsets_as_kernels"] >= 1
+    assert fxslots.counters["kept_graph_nodes_released"] >= fxslots.counters["captures"]
     for a, b, e in zip(nodes, kernels, _train(None), strict=True):
         for x, y, z in zip(a, b, e, strict=True):
             assert torch.equal(x, y)

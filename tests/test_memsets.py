@@ -14,7 +14,8 @@ from fxslots import state
 from fxslots.options import Options
 from fxslots.runtime.cudagraphs import memsets
 from fxslots.runtime.cudagraphs.memsets import (
-    MAX_BYTES, THREADS, DriverError, Launch, Memset, UnsafeGraph, launch, swap_memsets)
+    MAX_BYTES, THREADS, DriverError, Launch, Memset, UnsafeGraph, empty, launch, swap_memsets)
+from fxslots.runtime.cudagraphs import pool
 from fxslots.runtime.cudagraphs.pool import CudaCapturer
 
 
@@ -147,6 +148,34 @@ def test_a_swap_that_cannot_be_undone_leaves_an_unsafe_graph():
         swap_memsets(g, 0)
     assert str(e.value) == ("memset node 0x2: add_edge returned CUresult 1; the kernel node "
                             "replacing it could not be removed again (destroy returned CUresult 1)")
+
+
+@pytest.mark.parametrize("fail, left", [(None, 0), ({"destroy": 3}, 6)])
+def test_an_instantiated_kept_graph_is_emptied_and_a_refusal_only_keeps_nodes(fail, left):
+    g = _graph(fail)
+    n = len(g.kind)
+    assert empty(g, 0) == n - left and len(g.kind) == left  # no error: only host memory
+
+
+def test_the_capturer_empties_a_kept_graph_after_instantiating_it(monkeypatch):
+    """The order matters: emptied first, the graph would be instantiated with no nodes."""
+    steps = []
+
+    class Graph:
+        def raw_cuda_graph(self):
+            return 7
+
+        def instantiate(self):
+            steps.append("instantiate")
+
+    monkeypatch.setattr(pool, "device_index", lambda device: -1)  # no device to switch to
+    monkeypatch.setattr(memsets, "as_kernels", lambda raw, i: steps.append(("swap", raw)) or
+                        (2, None))
+    monkeypatch.setattr(memsets, "release", lambda raw, i: steps.append(("release", raw)) or 5)
+    c = CudaCapturer(torch.device("cuda", 0), Options(memsets="kernels"))
+    assert c._instantiate(Graph()) == (2, None)
+    assert steps == [("swap", 7), "instantiate", ("release", 7)]
+    assert state.counters["kept_graph_nodes_released"] == 5
 
 
 def _has_driver():

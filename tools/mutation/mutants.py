@@ -1329,4 +1329,23 @@ MUTANTS: tuple[Mutant, ...] = (
            "cpu",
            ("tests/test_memsets.py::"
             "test_a_graph_whose_rewrite_fails_is_captured_again_as_it_comes",)),
+    Mutant("kept-graph-emptied-before-instantiation", POOL,
+           """            found = memsets.as_kernels(raw, index)
+            graph.instantiate()
+            state.counters["kept_graph_nodes_released"] += memsets.release(raw, index)""",
+           """            found = memsets.as_kernels(raw, index)
+            state.counters["kept_graph_nodes_released"] += memsets.release(raw, index)
+            graph.instantiate()""",
+           "a kept graph is emptied only after it is instantiated (before, the instantiation "
+           "would run nothing)",
+           "cpu",
+           ("tests/test_memsets.py::"
+            "test_the_capturer_empties_a_kept_graph_after_instantiating_it",)),
+    Mutant("kept-graph-refusal-raises", MEMSETS,
+           "        log.debug(\"memsets: a kept graph keeps its nodes after %d (%s: %s)\", destroyed,",
+           "        raise\n        log.debug(\"memsets: a kept graph keeps its nodes after %d (%s: %s)\", destroyed,",
+           "a kept graph the driver will not empty is kept whole, not an error",
+           "cpu",
+           ("tests/test_memsets.py::"
+            "test_an_instantiated_kept_graph_is_emptied_and_a_refusal_only_keeps_nodes",)),
 )

@@ -16,11 +16,14 @@ a failure destroys the new node, so the memset stays as captured and nothing wri
 from __future__ import annotations
 
 import ctypes
+import logging
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ... import state
 from .memset_kernel import PTX
+
+log = logging.getLogger(__name__)
 
 MAX_BYTES = 2**20
 """Larger memsets stay memset nodes: the kernel writes one element per thread, which suits the
@@ -139,6 +142,28 @@ def swap_memsets(api: Graphs, graph: int) -> tuple[int, str | None]:
         return swapped, None
     return swapped, (f"{len(refused)} memset node(s) could not be swapped (the first: "
                      f"{refused[0]})")
+
+
+def release(raw_graph: int, device_index: int) -> int:
+    """Destroy every node of a kept graph once it is instantiated (its instantiation no longer
+    reads it), so keeping it costs no host memory: about 2 KB a node until the ``CUDAGraph``
+    dies otherwise (run 51c); torch destroys the empty graph with it. How many were."""
+    api = driver(device_index)
+    return 0 if isinstance(api, str) else empty(api, raw_graph)
+
+
+def empty(api: Graphs, graph: int) -> int:
+    """``release`` over any graph API. A refusal leaves the rest for torch to free with the
+    graph: only memory is at stake, never what a replay runs."""
+    destroyed = 0
+    try:
+        for node in api.nodes(graph):
+            api.destroy(node)
+            destroyed += 1
+    except Exception as e:  # noqa: BLE001 - a graph kept whole is only host memory
+        log.debug("memsets: a kept graph keeps its nodes after %d (%s: %s)", destroyed,
+                  type(e).__name__, e)
+    return destroyed
 
 
 def _swap(api: Graphs, graph: int, node: int) -> int:

@@ -148,11 +148,13 @@ class CudaCapturer:
 
     def _instantiate(self, graph: torch.cuda.CUDAGraph) -> tuple[int, str | None]:
         """Instantiate a graph captured with ``keep_graph=True``, its memsets made kernels
-        first: (how many, why not all, or None)."""
+        first, and empty what was kept: (how many swaps, why not all, or None)."""
         index = device_index(self.device)
         with torch.cuda.device(index):  # the kernel's module is the device context's
-            found = memsets.as_kernels(graph.raw_cuda_graph(), index)
-        graph.instantiate()
+            raw = graph.raw_cuda_graph()
+            found = memsets.as_kernels(raw, index)
+            graph.instantiate()
+            state.counters["kept_graph_nodes_released"] += memsets.release(raw, index)
         return found
 
     def _report(self, swapped: int, reason: str | None) -> None:
