@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Run 51d (torch 2.11): memsets="kernels" as the default (no FXSLOTS_MEMSETS): the memsets
-# suite under ATen and Inductor kernels (its bitwise test now pins ATen kernels: under
+# Run 51d (torch 2.11): memsets="kernels" as the default (no FXSLOTS_MEMSETS), each kept graph
+# emptied once instantiated (memsets.release): the memsets suite under ATen and Inductor kernels (its bitwise test now pins ATen kernels: under
 # Inductor its loss is a Triton reduction with no memset, run 51c), test_cuda and test_offload;
 # then kept_graphs.py with each mode in a process of its own (51c's in-process order hid them).
 source benchmarks/gpu_setup.sh
