@@ -91,6 +91,7 @@ def paired(model: str, schedule: str, backends: list[str], reps: int, steps: int
     deadline = None if seconds is None else time.monotonic() + seconds
 
     cases, plans, moved = {}, {}, {}
+    _prime_dynamic(model, smoke, seqs)
     for b in backends:
         backend, own_schedule, options = parse_backend(b)
         before, counted = {id(r) for r in fxslots.regions()}, dict(fxslots.counters)
@@ -123,6 +124,21 @@ def paired(model: str, schedule: str, backends: list[str], reps: int, steps: int
         out["forward_ms"][b] = forward_ms(work, f, name, own or schedule, steps)
         out["max_grad_err"][b] = bench_work.grad_error(work, f, step)
     return out
+
+
+def _prime_dynamic(model: str, smoke: bool, seqs) -> None:
+    """Dynamo makes a dimension dynamic once one function has seen two sizes of it, whatever
+    the backend: left alone, the first backend compiled gets a static graph for its first
+    variant and a dynamic one for the rest, the later ones one dynamic graph from the start
+    (run 51's warm-up counters: compiles 2 against 1). Each variant run once under the "eager"
+    backend first gives every backend that second start."""
+    work = bench_work.Workload(bench_plan.model_config(model, smoke), "cpu" if smoke else "cuda",
+                               seqs=seqs)
+    if len(work.seqs) > 1:
+        f = torch.compile(work.model, backend="eager")
+        with torch.no_grad():
+            for s in work.seqs:
+                work.loss(f, s)
 
 
 def _time_for_another(deadline: float | None, rep_s: float) -> bool:

@@ -219,6 +219,16 @@ def test_paired_backends_alternate_in_one_process_on_cpu():
     assert "x eager median" in paired.table(res)
 
 
+def test_paired_backends_all_start_from_a_dynamic_graph():
+    """Without the priming the first backend compiles twice (a static graph for its first
+    variant), the second once."""
+    import paired
+
+    res = paired.paired("llama-small", "sequential", ["fxslots", "fxslots+memsets=nodes"], 1, 1,
+                        smoke=True)
+    assert [c["compiles"] for c in res["warmup_counters"].values()] == [1, 1]
+
+
 def test_paired_stops_adding_repetitions_that_would_end_past_its_seconds():
     import paired
 
