@@ -54,8 +54,8 @@ class Options:
     memset node costs more than a kernel and waits behind host-to-device copies on other
     streams, such as offload's reloads; ``fxslots.runtime.cudagraphs.memsets``) or "nodes" (as
     captured). "kernels" took 0.986x the step of "nodes" on llama-small with offload="auto"
-    and 0.998x on llama-large under Inductor (H100 run 51). The environment variable FXSLOTS_MEMSETS sets the
-    default."""
+    and 0.998x on llama-large under Inductor (H100 run 51). The environment variable
+    FXSLOTS_MEMSETS sets the default."""
     debug: bool = field(default_factory=lambda: _env_flag("FXSLOTS_DEBUG"))
     """Host-side ownership checks, NaN-poisoned released arenas, stale-output warnings."""
     strict: bool = False
