@@ -145,9 +145,10 @@ def swap_memsets(api: Graphs, graph: int) -> tuple[int, str | None]:
 
 
 def release(raw_graph: int, device_index: int) -> int:
-    """Destroy every node of a kept graph once it is instantiated (its instantiation no longer
-    reads it), so keeping it costs no host memory: about 2 KB a node until the ``CUDAGraph``
-    dies otherwise (run 51c); torch destroys the empty graph with it. How many were."""
+    """Destroy every node of a kept graph once it is instantiated: the instantiation no longer
+    reads it, and its nodes would hold about 2 KB of host memory each until the ``CUDAGraph``
+    dies (run 51c). torch destroys the empty graph with the ``CUDAGraph``. How many nodes
+    were destroyed."""
     api = driver(device_index)
     return 0 if isinstance(api, str) else empty(api, raw_graph)
 
