@@ -132,13 +132,14 @@ def _prime_dynamic(model: str, smoke: bool, seqs) -> None:
     variant and a dynamic one for the rest, the later ones one dynamic graph from the start
     (run 51's warm-up counters: compiles 2 against 1). Each variant run once under the "eager"
     backend first gives every backend that second start."""
-    work = bench_work.Workload(bench_plan.model_config(model, smoke), "cpu" if smoke else "cuda",
-                               seqs=seqs)
-    if len(work.seqs) > 1:
-        f = torch.compile(work.model, backend="eager")
-        with torch.no_grad():
-            for s in work.seqs:
-                work.loss(f, s)
+    cfg = bench_plan.model_config(model, smoke)
+    if len(seqs or cfg["seqs"]) < 2:
+        return  # one size: nothing to make dynamic, and no model to build for it
+    work = bench_work.Workload(cfg, "cpu" if smoke else "cuda", seqs=seqs)
+    f = torch.compile(work.model, backend="eager")
+    with torch.no_grad():
+        for s in work.seqs:
+            work.loss(f, s)
 
 
 def _time_for_another(deadline: float | None, rep_s: float) -> bool:
