@@ -18,6 +18,7 @@ import torch.fx as fx
 from torch.utils.flop_counter import flop_registry
 
 from . import _torch
+from .kernels import runs_as_call
 
 log = logging.getLogger(__name__)
 _LINK: dict[int, float] = {}  # measured host-link bytes/s per CUDA device
@@ -60,6 +61,12 @@ class DeviceCaps:
     # auto (86 MiB a forward) against none, paired (run 28f): 1.064x with a join per copy,
     # 1.049x merged over 100 us, 1.042x over 300 us.
     join_every: float = 0.0
+    # Inductor compiles the graphs (kernels="inductor"): an op it generates fuses with the
+    # generated ops around it into one kernel, which reads its inputs and writes its results
+    # once, so a value passed between them costs no bytes and only a kernel's end pays the
+    # floor. Charging each ATen node its own bytes put heavy's forward at about 1.5x what ran,
+    # and auto moved 1.54x what the link carried (H100 run 52a).
+    fused: bool = False
 
     def transfer_seconds(self, nbytes: int) -> float:
         return self.copy_latency + nbytes / self.link
@@ -81,13 +88,12 @@ def caps_for(device: torch.device, link: float | None = None, fused: bool = Fals
     4.3 TB/s copies, 8 us a copy besides its bytes, 4 us at least a kernel) with the host link
     measured once per device, unless ``link`` is given; nominal figures on CPU, where
     offloading is a plain copy with no fixed cost. ``fused``: Inductor compiles the graphs,
-    fusing chains of small ops into one kernel, so no ATen node is charged the kernel floor
-    (it would count launches that never happen). Joins of a side stream are merged over
-    ``join_every`` (see it)."""
+    fusing chains of small ops into one kernel (``DeviceCaps.fused``). Joins of a side stream
+    are merged over ``join_every`` (see it)."""
     if device.type != "cuda":
-        return DeviceCaps(1e11, 5e10, 2e10, link or 1e10)
+        return DeviceCaps(1e11, 5e10, 2e10, link or 1e10, fused=fused)
     return DeviceCaps(7.0e14, 5.0e13, 4.0e12, link or measured_link(device), copy_latency=8e-6,
-                      kernel_floor=0.0 if fused else 4e-6, join_slack=1.5, join_every=300e-6)
+                      kernel_floor=4e-6, join_slack=1.5, join_every=300e-6, fused=fused)
 
 
 # Bytes/s no host link reaches (NVLink-C2C is 450 GB/s each way): a measurement above it timed
@@ -128,24 +134,103 @@ def plausible_link(measured: float) -> float:
     return _LINK_NOMINAL
 
 
-def node_seconds(node: fx.Node, caps: DeviceCaps) -> float:
+def node_seconds(node: fx.Node, caps: DeviceCaps, fusion: "Fusion | None" = None) -> float:
+    """``fusion``: how Inductor fuses the graph (``Fusion.of``): a node then reads only what
+    its kernel loads first, and writes and pays the floor only where the kernel ends."""
     if node.op != "call_function" or _torch.returns_view(node.target):
         return 0.0
     val = node.meta.get("val")
     out = [v for v in (val if isinstance(val, (list, tuple)) else [val])
            if isinstance(v, torch.Tensor)]
-    ins = [a.meta.get("val") for a in node.all_input_nodes]
-    nbytes = sum(_nbytes(t) for t in ins + out if isinstance(t, torch.Tensor))
+    ins = [a.meta.get("val") for a in (node.all_input_nodes if fusion is None
+                                       else fusion.loads.get(node, ()))]
+    ends = fusion is None or fusion.ends(node)
+    nbytes = sum(_nbytes(t) for t in ins + (out if ends else []) if isinstance(t, torch.Tensor))
     flops = _flops(node)
     dtype = out[0].dtype if out else torch.float32
     rate = caps.flops_16 if dtype in (torch.bfloat16, torch.float16) else caps.flops_32
-    floor = caps.kernel_floor if isinstance(node.target, _torch.OpOverload) and out else 0.0
+    floor = (caps.kernel_floor if isinstance(node.target, _torch.OpOverload) and out and ends
+             else 0.0)
     return max(flops / rate, nbytes / caps.hbm, floor)
 
 
 def graph_seconds(gm: fx.GraphModule, caps: DeviceCaps) -> list[tuple[fx.Node, float]]:
     """Each node with its estimated time, in graph order."""
-    return [(n, node_seconds(n, caps)) for n in gm.graph.nodes]
+    fusion = Fusion.of(gm) if caps.fused else None
+    return [(n, node_seconds(n, caps, fusion)) for n in gm.graph.nodes]
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """Inductor's kernels, roughly: the ops it generates (not ATen calls, not views) joined
+    by the values that stay inside a kernel (every reader generated). ``kernel`` maps each
+    generated node to its kernel's first node; ``loads`` each node to the inputs it reads
+    from memory (a kernel loads an input once; an ATen call loads all of its own);
+    ``stored`` holds the generated nodes whose value leaves the kernel."""
+
+    kernel: dict[fx.Node, fx.Node]
+    loads: dict[fx.Node, tuple[fx.Node, ...]]
+    stored: frozenset
+
+    def ends(self, node: fx.Node) -> bool:
+        return node not in self.kernel or node in self.stored
+
+    @classmethod
+    def of(cls, gm: fx.GraphModule) -> "Fusion":
+        gen = [n for n in gm.graph.nodes if n.op == "call_function"
+               and isinstance(n.target, _torch.OpOverload)
+               and not _torch.returns_view(n.target) and not runs_as_call(n.target)]
+        stored = frozenset(n for n in gen if _leaves(n, set(gen)))
+        parent = {n: n for n in gen}
+
+        def find(n: fx.Node) -> fx.Node:
+            while parent[n] is not n:
+                parent[n] = n = parent[parent[n]]
+            return n
+
+        order = {n: i for i, n in enumerate(gen)}
+        for n in gen:
+            for r in _readers(n):
+                if n not in stored and r in parent:
+                    a, b = sorted((find(n), find(r)), key=order.__getitem__)
+                    parent[b] = a  # a kernel is named by its first node
+        kernel = {n: find(n) for n in gen}
+        loads, seen = {}, set()
+        for n in gm.graph.nodes:
+            if n.op == "call_function" and not _torch.returns_view(n.target):
+                bases = [_base(a) for a in n.all_input_nodes]
+                k = kernel.get(n)
+                loads[n] = tuple(b for b in dict.fromkeys(bases) if k is None or (
+                    kernel.get(b) is not k and (k, b) not in seen))
+                seen.update((k, b) for b in bases if k is not None)
+        return cls(kernel, loads, stored)
+
+
+def _base(node: fx.Node) -> fx.Node:
+    """The node whose bytes ``node`` views (itself when it is no view)."""
+    while (node.op == "call_function" and _torch.returns_view(node.target) and node.args
+           and isinstance(node.args[0], fx.Node)):
+        node = node.args[0]
+    return node
+
+
+def _readers(node: fx.Node) -> list[fx.Node]:
+    """The nodes that read ``node``'s value, through views."""
+    out, todo = [], list(node.users)
+    while todo:
+        r = todo.pop()
+        if r.op == "call_function" and _torch.returns_view(r.target):
+            todo.extend(r.users)
+        else:
+            out.append(r)
+    return out
+
+
+def _leaves(node: fx.Node, gen: set) -> bool:
+    """Whether a generated node's value leaves its kernel: it writes an input, a reader is
+    not generated (an ATen call, the output, a side-stream copy), or nothing reads it."""
+    readers = _readers(node)
+    return node.target._schema.is_mutable or not readers or any(r not in gen for r in readers)
 
 
 def value_bytes(node: fx.Node) -> int:

@@ -26,7 +26,7 @@ from .errors import UnsupportedGraphError, gist
 from .options import Options
 from .passes.audit import audit_forward
 from .passes.lower import copy_graph, lower_forward
-from .passes.lower_streams import lower_streams
+from .passes.lower_streams import carries_copies, lower_streams
 from .passes.observe import observe
 from .printing import format_graph
 from .schemas import ArenaPlan, SlotView
@@ -92,7 +92,7 @@ def compile_forward(variant: Any, fw: fx.GraphModule, example_inputs: Any, stati
         state.counters["inductor_compiles"] += 1  # runtime.cudagraphs.executor warms again
         compiled = _torch.inductor_compile(
             gm, list(example_inputs) + [fakes[v.name] for v in variant.plan.views],
-            static_input_idxs=list(static))
+            static_input_idxs=list(static), keep_order=carries_copies(gm))
     except Exception as e:  # noqa: BLE001 - Inductor's failures are many; each falls back
         _inductor_failed(what, e, options.strict)
         return None
@@ -114,7 +114,7 @@ def compile_graph(gm: fx.GraphModule, example_inputs: Any, what: str, options: O
     on the graph Inductor lowers (``_torch.inductor_compile``)."""
     try:
         gm = copy_graph(gm)  # Inductor's passes rewrite the graph; the ATen one must survive
-        lower_streams(gm)
+        keep_order = lower_streams(gm) > 0
         _mark_user_outputs(gm, None)
         # No static inputs: saved tensors arrive as slot views whose alignment the example
         # inputs may not show; Inductor then checks (and copies a misaligned one) at each call.
@@ -122,7 +122,7 @@ def compile_graph(gm: fx.GraphModule, example_inputs: Any, what: str, options: O
         _torch.lower_after_reads(ops.fence)
         compiled = _torch.inductor_compile(gm, list(example_inputs), static_input_idxs=[],
                                            is_backward=is_backward, is_inference=is_inference,
-                                           last_pass=last_pass)
+                                           last_pass=last_pass, keep_order=keep_order)
     except Exception as e:  # noqa: BLE001 - Inductor's failures are many; each falls back
         _inductor_failed(what, e, options.strict, instead)
         return None

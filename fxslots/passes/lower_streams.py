@@ -38,6 +38,14 @@ def lower_streams(gm: fx.GraphModule) -> int:
     return n
 
 
+def carries_copies(gm: fx.GraphModule) -> bool:
+    """Whether ``gm`` (lowered) starts side-stream copies: where they are joined is fxslots'
+    plan, which Inductor must then compile in order (``_torch.inductor_compile``'s
+    ``keep_order``)."""
+    return any(gm.graph.find_nodes(op="call_function", target=t)
+               for t in (ops.offload_start, ops.reload, ops.reload_span))
+
+
 def _offload(graph: fx.Graph, node: fx.Node) -> None:
     """``offload(host, value)`` -> event, joined by ``offload_wait(value, event)``."""
     host, value = node.args
