@@ -52,6 +52,7 @@ BANKS = "fxslots/runtime/cudagraphs/banks.py"
 STATE = "fxslots/state.py"
 UNALIAS = "fxslots/passes/unalias.py"
 POLICIES = "fxslots/policies.py"
+KERNELS = "fxslots/kernels.py"
 
 BAD = "tests/test_bad_inputs.py"
 STAND_IN = "tests/test_graph_executor_cpu.py"
@@ -1348,4 +1349,20 @@ MUTANTS: tuple[Mutant, ...] = (
            "cpu",
            ("tests/test_memsets.py::"
             "test_an_instantiated_kept_graph_is_emptied_and_a_refusal_only_keeps_nodes",)),
+    Mutant("inductor-reorders-offload-joins", KERNELS,
+           "static_input_idxs=list(static), keep_order=carries_copies(gm))",
+           "static_input_idxs=list(static), keep_order=False)",
+           "a forward with side-stream copies compiles in fxslots' order: Inductor's "
+           "memory-driven reordering would hoist every offload join to its copy's start",
+           "cpu",
+           ("tests/test_inductor.py::"
+            "test_inductor_keeps_the_offload_joins_where_the_plan_put_them",)),
+    Mutant("fused-chain-charged-per-node", COSTS,
+           "    fusion = Fusion.of(gm) if caps.fused else None",
+           "    fusion = None",
+           "under kernels=\"inductor\" the cost model charges a fused kernel once, not each "
+           "ATen node in it",
+           "cpu",
+           ("tests/test_offload.py::"
+            "test_under_inductor_a_fused_chain_costs_one_pass_and_one_floor",)),
 )
