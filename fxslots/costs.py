@@ -18,7 +18,7 @@ import torch.fx as fx
 from torch.utils.flop_counter import flop_registry
 
 from . import _torch
-from .kernels import runs_as_call
+from .ops import runs_as_call
 
 log = logging.getLogger(__name__)
 _LINK: dict[int, float] = {}  # measured host-link bytes/s per CUDA device
@@ -230,7 +230,7 @@ def _leaves(node: fx.Node, gen: set) -> bool:
     """Whether a generated node's value leaves its kernel: it writes an input, a reader is
     not generated (an ATen call, the output, a side-stream copy), or nothing reads it."""
     readers = _readers(node)
-    return node.target._schema.is_mutable or not readers or any(r not in gen for r in readers)
+    return _torch.op_schema(node.target).is_mutable or not readers or any(r not in gen for r in readers)
 
 
 def value_bytes(node: fx.Node) -> int:

@@ -22,6 +22,7 @@ import torch
 import torch.fx as fx
 
 from . import _torch, ops, state
+from .ops import runs_as_call
 from .errors import UnsupportedGraphError, gist
 from .options import Options
 from .passes.audit import audit_forward
@@ -32,22 +33,9 @@ from .printing import format_graph
 from .schemas import ArenaPlan, SlotView
 
 log = logging.getLogger(__name__)
-aten = torch.ops.aten
 
 # Bytes: Inductor's GPU kernels assume an input aligned to this when its example tensor is.
 _INDUCTOR_ALIGNMENT = 16
-
-# Inductor calls these as ATen (extern) kernels, which allocate their result: they get an
-# ``fxslots::*_into`` op that writes the slot instead. (With max-autotune Inductor may pick a
-# Triton template for a matmul; writing into the slot takes that choice away.)
-_MATMULS = frozenset({aten.mm, aten.addmm, aten.bmm, aten.baddbmm, aten.convolution,
-                      aten._int_mm})
-
-
-def runs_as_call(op: Any) -> bool:
-    """Whether Inductor runs ``op`` as an ATen call rather than generating its kernel."""
-    return op.overloadpacket in _MATMULS or _torch.inductor_falls_back(op)
-
 
 def decompositions(options: Options) -> dict[Any, Callable[..., Any]] | None:
     return _torch.inductor_decompositions() if options.kernels == "inductor" else None

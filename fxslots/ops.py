@@ -21,6 +21,20 @@ import torch
 from . import _torch, streams
 from .geometry import span_elements
 
+aten = torch.ops.aten
+
+# Inductor calls these as ATen (extern) kernels, which allocate their result: they get an
+# ``fxslots::*_into`` op that writes the slot instead. (With max-autotune Inductor may pick a
+# Triton template for a matmul; writing into the slot takes that choice away.)
+_MATMULS = frozenset({aten.mm, aten.addmm, aten.bmm, aten.baddbmm, aten.convolution,
+                      aten._int_mm})
+
+
+def runs_as_call(op: Any) -> bool:
+    """Whether Inductor runs ``op`` as an ATen call rather than generating its kernel."""
+    return op.overloadpacket in _MATMULS or _torch.inductor_falls_back(op)
+
+
 _LIB = torch.library.Library("fxslots", "FRAGMENT")
 _INTO: dict[str, _torch.OpOverload] = {}
 
