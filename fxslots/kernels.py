@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 # Bytes: Inductor's GPU kernels assume an input aligned to this when its example tensor is.
 _INDUCTOR_ALIGNMENT = 16
 
+
 def decompositions(options: Options) -> dict[Any, Callable[..., Any]] | None:
     return _torch.inductor_decompositions() if options.kernels == "inductor" else None
 
