@@ -180,7 +180,8 @@ class Fusion:
         gen = [n for n in gm.graph.nodes if n.op == "call_function"
                and isinstance(n.target, _torch.OpOverload)
                and not _torch.returns_view(n.target) and not runs_as_call(n.target)]
-        stored = frozenset(n for n in gen if _leaves(n, set(gen)))
+        generated = set(gen)
+        stored = frozenset(n for n in gen if _leaves(n, generated))
         parent = {n: n for n in gen}
 
         def find(n: fx.Node) -> fx.Node:
