@@ -64,7 +64,7 @@ class DeviceCaps:
     # Inductor compiles the graphs (kernels="inductor"): an op it generates fuses with the
     # generated ops around it into one kernel, which reads its inputs and writes its results
     # once, so a value passed between them costs no bytes and only a kernel's end pays the
-    # floor. Charging each ATen node its own bytes put heavy's forward at about 1.5x what ran,
+    # floor. Charging each ATen node its own bytes put heavy's forward at about twice what ran,
     # and auto moved 1.54x what the link carried (H100 run 52a).
     fused: bool = False
 
@@ -231,7 +231,8 @@ def _leaves(node: fx.Node, gen: set) -> bool:
     """Whether a generated node's value leaves its kernel: it writes an input, a reader is
     not generated (an ATen call, the output, a side-stream copy), or nothing reads it."""
     readers = _readers(node)
-    return _torch.op_schema(node.target).is_mutable or not readers or any(r not in gen for r in readers)
+    return (_torch.op_schema(node.target).is_mutable or not readers
+            or any(r not in gen for r in readers))
 
 
 def value_bytes(node: fx.Node) -> int:
