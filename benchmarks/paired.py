@@ -98,8 +98,12 @@ def paired(model: str, schedule: str, backends: list[str], reps: int, steps: int
         cases[b] = _case(model, own_schedule or schedule, backend, smoke, options, seqs)
         moved[b] = _counted_since(counted, fxslots.counters)
         if backend == "fxslots":  # its own regions' plans: what offload chose, the copies
-            plans[b] = bench_work.fxslots_figures(
+            figures = bench_work.fxslots_figures(
                 [r for r in fxslots.regions() if id(r) not in before])
+            # The figures' counters are the process's, summed over every backend so far
+            # (run 52a's plans read captures 4, 8, 12, 16): this backend's own instead.
+            plans[b] = {k: moved[b].get(k, 0) if k in fxslots.counters else v
+                        for k, v in figures.items()}
     ms: dict[str, list[float]] = {b: [] for b in backends}
     for r in range(reps):
         started = time.monotonic()

@@ -227,6 +227,8 @@ def test_paired_backends_all_start_from_a_dynamic_graph():
     res = paired.paired("llama-small", "sequential", ["fxslots", "fxslots+memsets=nodes"], 1, 1,
                         smoke=True)
     assert [c["compiles"] for c in res["warmup_counters"].values()] == [1, 1]
+    # each backend's plan counts its own compiles, not the process's so far
+    assert [p["compiles"] for p in res["plans"].values()] == [1, 1]
 
 
 def test_paired_stops_adding_repetitions_that_would_end_past_its_seconds():
