@@ -142,8 +142,8 @@ def node_seconds(node: fx.Node, caps: DeviceCaps, fusion: "Fusion | None" = None
     val = node.meta.get("val")
     out = [v for v in (val if isinstance(val, (list, tuple)) else [val])
            if isinstance(v, torch.Tensor)]
-    ins = [a.meta.get("val") for a in (node.all_input_nodes if fusion is None
-                                       else fusion.loads.get(node, ()))]
+    ins = [a.meta.get("val") for a in (fusion.loads[node] if fusion and node in fusion.kernel
+                                       else node.all_input_nodes)]
     ends = fusion is None or fusion.ends(node)
     nbytes = sum(_nbytes(t) for t in ins + (out if ends else []) if isinstance(t, torch.Tensor))
     flops = _flops(node)
@@ -164,8 +164,8 @@ def graph_seconds(gm: fx.GraphModule, caps: DeviceCaps) -> list[tuple[fx.Node, f
 class Fusion:
     """Inductor's kernels, roughly: the ops it generates (not ATen calls, not views) joined
     by the values that stay inside a kernel (every reader generated). ``kernel`` maps each
-    generated node to its kernel's first node; ``loads`` each node to the inputs it reads
-    from memory (a kernel loads an input once; an ATen call loads all of its own);
+    generated node to its kernel's first node; ``loads`` each generated node to the inputs it
+    reads from memory (a kernel loads an input once; an ATen call loads all of its own);
     ``stored`` holds the generated nodes whose value leaves the kernel."""
 
     kernel: dict[fx.Node, fx.Node]
@@ -197,13 +197,11 @@ class Fusion:
                     parent[b] = a  # a kernel is named by its first node
         kernel = {n: find(n) for n in gen}
         loads, seen = {}, set()
-        for n in gm.graph.nodes:
-            if n.op == "call_function" and not _torch.returns_view(n.target):
-                bases = [_base(a) for a in n.all_input_nodes]
-                k = kernel.get(n)
-                loads[n] = tuple(b for b in dict.fromkeys(bases) if k is None or (
-                    kernel.get(b) is not k and (k, b) not in seen))
-                seen.update((k, b) for b in bases if k is not None)
+        for n in kernel:  # graph order
+            ins = {_base(a): a for a in n.all_input_nodes}
+            loads[n] = tuple(a for b, a in ins.items()
+                             if kernel.get(b) is not kernel[n] and (kernel[n], b) not in seen)
+            seen.update((kernel[n], b) for b in ins)
         return cls(kernel, loads, stored)
 
 

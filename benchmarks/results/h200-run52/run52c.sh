@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run 52c (torch 2.11): run 52b cut to what the session's last device time holds (about 215 s):
+# Run 52c (torch 2.11): what the session's last device time could hold (about 215 s):
 # the Inductor auto/none pairs of run 52a with both fixes (no memory-driven reordering of
 # graphs with side-stream copies; the cost model charges Inductor's fused kernels).
 source benchmarks/gpu_setup.sh
