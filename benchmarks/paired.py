@@ -95,7 +95,11 @@ def paired(model: str, schedule: str, backends: list[str], reps: int, steps: int
     for b in backends:
         backend, own_schedule, options = parse_backend(b)
         before, counted = {id(r) for r in fxslots.regions()}, dict(fxslots.counters)
+        t0 = time.monotonic()
         cases[b] = _case(model, own_schedule or schedule, backend, smoke, options, seqs)
+        # Progress as it goes: a run its caller's time limit kills prints no table, and run
+        # 53's first llama-small pair left an empty file (Inductor compiling on a cold machine).
+        print(f"{b}: compiled and warmed up in {time.monotonic() - t0:.1f} s", flush=True)
         moved[b] = _counted_since(counted, fxslots.counters)
         if backend == "fxslots":  # its own regions' plans: what offload chose, the copies
             figures = bench_work.fxslots_figures(
@@ -111,6 +115,8 @@ def paired(model: str, schedule: str, backends: list[str], reps: int, steps: int
         for b in order:
             run, f, work, _ = cases[b]
             ms[b] += bench_work.timed_reps(run, f, work.device, 1, steps)
+        print(f"repetition {r + 1}/{reps}: " + ", ".join(f"{b} {ms[b][-1]:.2f}"
+                                                       for b in backends), flush=True)
         if not _time_for_another(deadline, time.monotonic() - started):
             break
     base = backends[-1]

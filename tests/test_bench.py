@@ -208,7 +208,7 @@ def test_rounds_rotate_each_groups_order_and_pool_the_repetitions():
     assert "0.75 [0.50-1.00]" in text.splitlines()[2]  # 2/4 and 5/5
 
 
-def test_paired_backends_alternate_in_one_process_on_cpu():
+def test_paired_backends_alternate_in_one_process_on_cpu(capsys):
     import paired
 
     res = paired.paired("launch-bound", "sequential", ["aot_eager", "eager"], 3, 2, smoke=True)
@@ -217,6 +217,11 @@ def test_paired_backends_alternate_in_one_process_on_cpu():
     assert res["max_grad_err"] == {"aot_eager": 0.0, "eager": 0.0}
     assert res["forward_ms"] == {"aot_eager": None, "eager": None}  # CUDA events only
     assert "x eager median" in paired.table(res)
+    # progress as it goes, for a run its time limit kills before the table
+    lines = capsys.readouterr().out.splitlines()
+    assert [x.split(" in ")[0] for x in lines[:2]] == [
+        "aot_eager: compiled and warmed up", "eager: compiled and warmed up"]
+    assert [x.split(":")[0] for x in lines[2:]] == [f"repetition {r}/3" for r in (1, 2, 3)]
 
 
 def test_paired_backends_all_start_from_a_dynamic_graph():
