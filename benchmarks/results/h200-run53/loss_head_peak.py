@@ -2,19 +2,22 @@
 One layer (each layer's temporaries are at most 176 MiB here; the loss head does not depend on
 the layer count), batch 4, sequence 2048, vocab 32000, bf16. Prints, for the rewritten forward
 and backward, the most bytes their own allocations hold at once (``lifetimes.allocated_peak``:
-what a capture takes from the pool) and the largest values they allocate (views and out= results allocate nothing).
+what a capture takes from the pool) and the largest values they allocate (views and out=
+results allocate nothing).
 
     PYTHONPATH=. python3 benchmarks/results/h200-run53/loss_head_peak.py
 """
+import dataclasses
+
 import torch
 
 import fxslots
-from examples.llama import Llama, LlamaConfig, batch
+from examples.llama import SIZES, Llama, batch
 from fxslots.costs import allocated_bytes
 from fxslots.passes.lifetimes import allocated_peak, may_return_alias
 
 torch.manual_seed(0)
-cfg = LlamaConfig(dim=2048, layers=1, heads=16, kv_heads=4, ffn=5632, vocab=32000)
+cfg = dataclasses.replace(SIZES["llama-large"], layers=1)
 model = Llama(cfg).to(torch.bfloat16)
 variant = fxslots.explain(model, *batch(cfg, 4, 2048)).graphs[0].variant
 MiB = 2**20

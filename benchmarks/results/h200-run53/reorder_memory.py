@@ -7,13 +7,14 @@ lowest of the four.
 
     PYTHONPATH=. python3 benchmarks/results/h200-run53/reorder_memory.py all 12
 """
+import dataclasses
 import logging
 import sys
 
 import torch
 
 import fxslots.kernels as kernels
-from examples.llama import Llama, LlamaConfig, batch
+from examples.llama import SIZES, Llama, batch
 
 lines = []
 
@@ -38,7 +39,7 @@ kernels._torch.inductor_compile = reordering
 torch._inductor.config.fx_graph_cache = False  # a cached graph is not scheduled again: no log
 torch.manual_seed(0)
 offload, layers = sys.argv[1], int(sys.argv[2])
-cfg = LlamaConfig(dim=768, layers=layers, heads=12, kv_heads=4, ffn=2048)
+cfg = dataclasses.replace(SIZES["llama-small"], layers=layers)
 model = Llama(cfg)
 compiled = torch.compile(model, backend="fxslots",
                          options={"kernels": "inductor", "offload": offload})
