@@ -9,7 +9,6 @@ views cost nothing. Coarse, but the ratios between nodes are what placement uses
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,28 +99,44 @@ def caps_for(device: torch.device, link: float | None = None, fused: bool = Fals
 # something other than copies.
 _LINK_CEILING = 1e12
 _LINK_NOMINAL = 25e9  # PCIe 4 x16, pinned, each way
+_LINK_WINDOWS = 5
 
 
 def measured_link(device: torch.device) -> float:
-    """Pinned host -> device bytes/s, timed once per device with a 64 MiB copy.
+    """Pinned host <-> device bytes/s: the slower way's best of ``_LINK_WINDOWS`` 64 MiB copies
+    each way, timed once per device on CUDA events.
 
-    Real tensors even inside a compile: under its FakeTensorMode the copies were fake, took no
-    time, and the link came out unbounded (H200 run 15: ``offload="auto"`` then moved 896 of
-    960 MiB, 3.9x the step time of no offload)."""
+    Both ways, since the forward's copies run to the host and the backward's to the device.
+    The best of several, since the compile that asks first may share the link or the device
+    with other work: one timed window read 43.9 and 35.8 GB/s in two processes on one H100
+    (run 52a). Real tensors even inside a compile: under its FakeTensorMode the copies were
+    fake, took no time, and the link came out unbounded (H200 run 15: ``offload="auto"`` then
+    moved 896 of 960 MiB, 3.9x the step time of no offload)."""
     index = device.index if device.index is not None else torch.cuda.current_device()
     if index not in _LINK:
-        with _torch.real_tensors():
-            n = 64 * 2**20
-            host = torch.empty(n, dtype=torch.uint8, pin_memory=True)
-            dev = torch.empty(n, dtype=torch.uint8, device=f"cuda:{index}")
-            dev.copy_(host, non_blocking=True)  # first touch
-            torch.cuda.synchronize(index)
-            t0 = time.perf_counter()
-            for _ in range(3):
-                dev.copy_(host, non_blocking=True)
-            torch.cuda.synchronize(index)
-            _LINK[index] = plausible_link(3 * n / (time.perf_counter() - t0))
+        with _torch.real_tensors(), torch.cuda.device(index):
+            host = torch.empty(64 * 2**20, dtype=torch.uint8, pin_memory=True)
+            dev = torch.empty_like(host, device=f"cuda:{index}")
+            ways = {"to the device": _best_rate(dev, host), "to the host": _best_rate(host, dev)}
+            log.info("fxslots: host link of cuda:%d, best of %d copies: %s", index, _LINK_WINDOWS,
+                     ", ".join(f"{way} {rate / 1e9:.1f} GB/s" for way, rate in ways.items()))
+            _LINK[index] = plausible_link(min(ways.values()))
     return _LINK[index]
+
+
+def _best_rate(dst: torch.Tensor, src: torch.Tensor) -> float:
+    """Bytes/s of the fastest of ``_LINK_WINDOWS`` copies of ``src`` into ``dst``, after one
+    untimed (first touch)."""
+    dst.copy_(src, non_blocking=True)
+    seconds = []
+    for _ in range(_LINK_WINDOWS):
+        start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+        start.record()
+        dst.copy_(src, non_blocking=True)
+        end.record()
+        end.synchronize()
+        seconds.append(start.elapsed_time(end) / 1e3)
+    return src.nbytes / max(min(seconds), 1e-9)
 
 
 def plausible_link(measured: float) -> float:

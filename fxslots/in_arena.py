@@ -17,12 +17,12 @@ from . import _torch
 from .fallback import go_without, or_without
 from .geometry import span_elements
 from .options import Options
-from .overlay import END, NEVER, Overlay
+from .overlay import END, NEVER, InPlace, Overlay
 from .passes.borrow import MIN_BYTES, borrow_arena, borrowable, reinplace, reinplaceable
 from .passes.fence import computed_at, fence_writes, fused_reads, plan_fences, unfenced_small
 from .passes.lifetimes import read_lifetimes
 from .passes.observe import observe
-from .runtime.layout import STAGED, layout_of
+from .runtime.layout import STAGED, ViewLayout, layout_of
 from .runtime.variant import Deliver
 from .schemas import ArenaPlan, SavedSet, Write
 
@@ -135,22 +135,17 @@ def _nbytes(d: Deliver) -> tuple[int, ...]:
 def _with_temporaries(ov: Overlay, d: Deliver, saved: SavedSet, plan: ArenaPlan,
                       alignment: int) -> Overlay:
     """``ov`` with the backward's temporaries that can live in arena bytes at the plan's one
-    shape (``passes/borrow.py``): pointwise results computed over a saved input they read
-    last, then the temporaries that find bytes the backward has finished reading, and the
-    graph that computes them there; a plan of symbolic shapes keeps its temporaries in the
-    pool (their bytes, and the holes, change with the shape)."""
+    shape (``passes/borrow.py``): results computed over a saved input they read last, then
+    the temporaries that find bytes the backward has finished reading, and the graph that
+    computes them there; a plan of symbolic shapes keeps its temporaries in the pool (their
+    bytes, and the holes, change with the shape)."""
     if plan.capacity.free_symbols:
         return ov
-    inplace = reinplaceable(d.graph, _arena_groups(d, saved, plan))
-    base = observe("reinplace", reinplace, d.graph, inplace,
-                   summary=lambda g: f"{len(inplace)} pointwise results computed over the saved "
-                                     f"input they read last") if inplace else d.graph
+    layout = layout_of(plan, {})
+    base, ov, inplace = _reinplaced(ov, d, saved, plan, layout, alignment)
     found = borrowable(base)
     if not found and not inplace:
         return ov
-    if inplace:  # its results' readers read their inputs' groups
-        ov = _overlay(base, d, saved, plan)
-    layout = layout_of(plan, {})
     trial = dataclasses.replace(ov, temps=tuple(found), graph=base, inplace=tuple(inplace))
     _, _, at = trial.place_at(layout.groups, layout.nbytes, alignment)
     temps = [t for t, off in zip(found, at, strict=True) if off is not None]
@@ -161,6 +156,38 @@ def _with_temporaries(ov: Overlay, d: Deliver, saved: SavedSet, plan: ArenaPlan,
                                      f"({sum(t.nbytes for t in temps)} bytes) computed into "
                                      f"arena bytes the backward has finished reading")
     return dataclasses.replace(trial, temps=tuple(temps), graph=twin)
+
+
+def _reinplaced(ov: Overlay, d: Deliver, saved: SavedSet, plan: ArenaPlan, layout: ViewLayout,
+                alignment: int) -> tuple[fx.GraphModule, Overlay, list[InPlace]]:
+    """``d``'s graph with the results ``reinplaceable`` finds computed over their saved
+    inputs, its overlay (those results' readers read their inputs' groups), and the picks; or
+    ``d``'s own, with none: where there are none, or where they would keep more gradient bytes
+    out of the arena than they take out of the pool (a float32 loss head whose weight gradient
+    is written while the softmax's gradient holds the log-probabilities' bytes, with fewer
+    rows than the head has inputs)."""
+    inplace = reinplaceable(d.graph, _arena_groups(d, saved, plan))
+    if not inplace:
+        return d.graph, ov, []
+    base = observe("reinplace", reinplace, d.graph, inplace,
+                   summary=lambda g: f"{len(inplace)} results computed over the saved input "
+                                     f"they read last")
+    over = _overlay(base, d, saved, plan)
+    displaced = (_grad_bytes_placed(ov, layout, alignment)
+                 - _grad_bytes_placed(over, layout, alignment))
+    if displaced > sum(p.nbytes for p in inplace):
+        log.debug("fxslots: results over their saved inputs dropped: %d bytes of them would "
+                  "send %d gradient bytes to the output buffer", sum(p.nbytes for p in inplace),
+                  displaced)
+        return d.graph, ov, []
+    return base, over, inplace
+
+
+def _grad_bytes_placed(ov: Overlay, layout: ViewLayout, alignment: int) -> int:
+    """The gradient bytes ``ov`` places in the arena at ``layout``."""
+    _, at, _ = dataclasses.replace(ov, temps=()).place_at(layout.groups, layout.nbytes,
+                                                          alignment)
+    return sum(n for n, off in zip(ov.nbytes, at, strict=True) if off is not None)
 
 
 def _arena_groups(d: Deliver, saved: SavedSet, plan: ArenaPlan) -> list[int | None]:

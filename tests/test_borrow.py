@@ -17,6 +17,7 @@ from torch import nn
 import fxslots
 from examples.models import MLP
 from fxslots.overlay import END, Overlay, Span, Temporary, place
+from fxslots import rowwise
 from fxslots.passes import borrow
 from fxslots.passes.borrow import MIN_BYTES, borrow_arena, borrowable, reinplace, reinplaceable
 from fxslots.passes.deliver import deliver_outputs, deliverable
@@ -208,6 +209,32 @@ def test_a_result_of_another_dtype_never_goes_over_its_input():
     gm = _traced(lambda x, y: ((x * y) * 3).sum(), (_N, _N), (_N, _N),
                  dtypes=[torch.bfloat16, torch.float32])
     assert reinplaceable(gm, [0, None]) == []
+
+
+_lsb = torch.ops.aten._log_softmax_backward_data.default
+_sb = torch.ops.aten._softmax_backward_data.default
+
+
+@pytest.mark.parametrize("f, picked", [
+    # a loss head's: over the saved log-probabilities, read through AOTAutograd's detach
+    (lambda g, o: _lsb(g * 2, o.detach(), 1, torch.float32).sum(),
+     [("_log_softmax_backward_data", 1, 1)]),
+    (lambda g, o: _sb(g * 2, o, -1, torch.float32).sum(), [("_softmax_backward_data", 1, 1)]),
+    # over the first dimension its kernels read a column with a stride while writing: never
+    (lambda g, o: _lsb(g * 2, o, 0, torch.float32).sum(), []),
+    # the output read after it: the mul, its last reader, goes over it instead
+    (lambda g, o: (_lsb(g * 2, o, 1, torch.float32) * o).sum(), [("mul", 1, 1)]),
+])
+def test_a_softmax_backward_goes_over_its_saved_output_along_rows_only(f, picked):
+    gm = _traced(f, (_N, _N), (_N, _N))
+    got = reinplaceable(gm, [None, 1])
+    nodes = list(gm.graph.nodes)
+    assert [(nodes[p.write].target.__name__.split(".")[0], p.arg, p.group) for p in got] == picked
+    if picked and picked[0][0] != "mul":  # computed over the log-probabilities' bytes, bitwise
+        g, o = torch.randn(_N, _N), torch.randn(_N, _N).log_softmax(1)
+        mine = o.clone()
+        assert torch.equal(reinplace(gm, got)(g, mine), gm(g, o))
+        assert not torch.equal(mine, o)
 
 
 def test_the_reinplaced_twin_computes_over_its_inputs_and_its_values_are_the_same():
@@ -422,3 +449,163 @@ def test_a_factory_temporary_is_computed_into_the_arena(stand_in_graphs, monkeyp
         _same_grads(m, e, step)
         _drop(m, e)
     assert fxslots.counters["temp_bytes_in_arena"] > 0
+
+
+
+class _Head(nn.Module):
+    """A language model's loss head: ``rows`` tokens of width ``d`` projected to ``vocab``
+    logits in ``dtype``, cross-entropy over them in float32 (as ``examples.llama``)."""
+
+    def __init__(self, d: int, vocab: int, dtype: torch.dtype):
+        super().__init__()
+        self.proj = nn.Linear(d, d, bias=False, dtype=dtype)
+        self.out = nn.Linear(d, vocab, bias=False, dtype=dtype)
+
+    def forward(self, x, targets):
+        return nn.functional.cross_entropy(self.out(self.proj(x).relu()).float(), targets)
+
+
+def _head_steps(m: nn.Module, rows: int, steps: int = 3) -> None:
+    """``steps`` steps of ``m`` compiled beside eager, gradients bitwise equal after each."""
+    e = copy.deepcopy(m)
+    c = torch.compile(m, backend="fxslots", options={"slots": 1})
+    d, vocab = m.out.in_features, m.out.out_features
+    for step in range(steps):
+        x = torch.randn(rows, d, dtype=m.out.weight.dtype)
+        t = torch.randint(0, vocab, (rows,))
+        c(x, t).backward()
+        e(x, t).backward()
+        _same_grads(m, e, step)
+        _drop(m, e)
+
+
+def test_golden_a_loss_heads_softmax_backward_goes_over_the_log_probabilities(
+        stand_in_graphs):  # noqa: F811
+    """The bfloat16 head of a language model: the softmax's float32 gradient goes over the
+    log-probabilities it reads last, and once its bfloat16 copy is made the head's weight
+    gradient takes those bytes. Pinned, then trained bitwise against eager."""
+    torch.manual_seed(0)
+    model = _Head(128, 2048, torch.bfloat16)
+    x, t = torch.randn(512, 128, dtype=torch.bfloat16), torch.randint(0, 2048, (512,))
+    text = str(fxslots.explain(copy.deepcopy(model), x, t))
+    assert_expected_inline(text[text.index("gradient  "):], """\
+gradient  bytes   written by  goes to                 over
+--------  ------  ----------  ----------------------  ------------------------------------
+output 0  32768   mm_4        arena [0, 32768)        g2 (read last by threshold_backward)
+output 2  524288  mm_2        arena [131072, 655360)  g4 (read last by _to_copy_1)
+in the arena: 557056 of 557056 gradient bytes (arena 4460544 bytes)
+
+temporary                   bytes    read last by  computed in  over
+--------------------------  -------  ------------  -----------  ------------------------------
+_log_softmax_backward_data  4194304  _to_copy_1    its input    g4 (detach_1, read last there)
+temporaries in the arena: 4194304 of 4194304 bytes""")
+    fxslots.reset()
+    _head_steps(model, 512)
+    assert fxslots.counters["temp_bytes_in_arena"] >= 512 * 2048 * 4
+
+
+def test_results_over_saved_inputs_are_dropped_where_they_cost_more_arena_than_they_save(
+        stand_in_graphs, monkeypatch):  # noqa: F811
+    """A float32 head (512 rows of 256, vocabulary 1024): over the log-probabilities (2 MiB),
+    the softmax's gradient holds them while the head's 1 MiB weight gradient is written, which
+    goes to the output buffer instead: 1 MiB of lasting bytes for 2 MiB out of the pool, kept.
+    Where the gradients it kept out of the arena came to more than it saves (counted here as
+    3 MiB), the backward computes it in the pool and the gradient takes those bytes."""
+    from fxslots import in_arena
+
+    torch.manual_seed(0)
+    _head_steps(_Head(256, 1024, torch.float32), 512)
+    assert fxslots.counters["temp_bytes_in_arena"] == 512 * 1024 * 4
+    assert fxslots.counters["grad_bytes_in_arena"] == 256 * 256 * 4
+    placed, calls = in_arena._grad_bytes_placed, []
+
+    def fewer_with_the_results(ov, *args):  # called without them, then with them
+        calls.append(ov)
+        return placed(ov, *args) - (3 << 20 if len(calls) % 2 == 0 else 0)
+
+    monkeypatch.setattr(in_arena, "_grad_bytes_placed", fewer_with_the_results)
+    fxslots.reset()
+    _head_steps(_Head(256, 1024, torch.float32), 512)
+    assert fxslots.counters["temp_bytes_in_arena"] == 0
+    assert fxslots.counters["grad_bytes_in_arena"] == (256 + 1024) * 256 * 4
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+@pytest.mark.parametrize("vocab", [1000, 12000, 50257])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("op", [_lsb, _sb], ids=["log_softmax", "softmax"])
+def test_softmax_backwards_give_the_same_bits_over_their_output(op, dtype, vocab, device):
+    """``rowwise.ROWWISE``'s premise on this torch's kernels, on each of their CUDA paths (a
+    warp a row up to 1024; a block a row, the row cached in shared memory where it fits, read
+    from device memory where it does not): written over the saved output, the result has the
+    bits it has written beside it."""
+    torch.manual_seed(0)
+    g = torch.randn(64, vocab, device=device, dtype=dtype)
+    o = torch.randn(64, vocab, device=device).log_softmax(1)
+    o = (o if op is _lsb else o.exp()).to(dtype)
+    want = op(g, o, 1, dtype)
+    out_op = op.overloadpacket.out
+    got = out_op(g, o, 1, dtype, **{out_op._schema.arguments[-1].name: o})
+    assert got.data_ptr() == o.data_ptr()
+    assert torch.equal(got, want)
+    assert rowwise.over_its_output(op, dtype, vocab, torch.device(device))
+
+
+def test_a_kernel_that_writes_a_row_before_it_has_read_it_fails_the_check():
+    """``rowwise.same_bits`` on a log-softmax backward that clears each row's first element
+    before it sums the row: over its output it reads what it wrote."""
+    def run(g, o, out):
+        r = torch.empty_like(o) if out is None else out
+        r[:, 0] = 0
+        return r.copy_(g - o.exp() * g.sum(1, keepdim=True))
+
+    g, o = torch.randn(2, 64), torch.randn(2, 64).log_softmax(1)
+    assert not rowwise.same_bits(run, g, o)
+    assert rowwise.same_bits(lambda g, o, out: torch.sub(g, o, out=out), g, o.clone())
+
+
+def test_a_softmax_backward_stays_beside_its_output_where_this_torch_gives_other_bits(
+        monkeypatch):
+    monkeypatch.setattr(rowwise, "_CHECKED", {})
+    monkeypatch.setattr(rowwise, "same_bits", lambda run, g, o: False)
+    gm = _traced(lambda g, o: _lsb(g * 2, o.detach(), 1, torch.float32).sum(), (_N, _N), (_N, _N))
+    assert reinplaceable(gm, [None, 1]) == []
+    assert list(rowwise._CHECKED.values()) == [False]
+
+
+@pytest.mark.cuda
+def test_cuda_a_loss_heads_softmax_backward_leaves_the_pool(monkeypatch):
+    """Real CUDA graphs, a bfloat16 head of 4096 rows over a 32000-word vocabulary: the
+    softmax's float32 gradient (500 MiB) is computed over the log-probabilities, gradients
+    match eager's every step, and the graphs' pool holds at least those bytes less than with
+    it computed beside them."""
+    if fxslots.Options().kernels == "inductor":
+        pytest.skip("results go over saved inputs under ATen kernels only")
+
+    def pool_bytes() -> int:
+        fxslots.reset()
+        torch.cuda.empty_cache()
+        torch.manual_seed(0)
+        m = _Head(1024, 32000, torch.bfloat16).cuda()
+        e = copy.deepcopy(m)
+        c = torch.compile(m, backend="fxslots", options={"slots": 1})
+        for step in range(4):
+            x = torch.randn(4096, 1024, device="cuda", dtype=torch.bfloat16)
+            t = torch.randint(0, 32000, (4096,), device="cuda")
+            c(x, t).backward()
+            e(x, t).backward()
+            for p, q in zip(m.parameters(), e.parameters(), strict=True):
+                torch.testing.assert_close(p.grad, q.grad, rtol=0, atol=0, msg=f"step {step}")
+            _drop(m, e)
+        torch.cuda.synchronize()
+        return sum(s["total_size"] for s in torch.cuda.memory_snapshot()
+                   if tuple(s["segment_pool_id"]) != (0, 0))
+
+    over = pool_bytes()
+    in_arena = fxslots.counters["temp_bytes_in_arena"]
+    monkeypatch.setattr(rowwise, "ROWWISE", ())
+    beside = pool_bytes()
+    assert in_arena - fxslots.counters["temp_bytes_in_arena"] == 4096 * 32000 * 4
+    print(f"graph pool: {over / 2**20:.0f} MiB over the log-probabilities, "
+          f"{beside / 2**20:.0f} MiB beside them")
+    assert beside - over >= 0.9 * 4096 * 32000 * 4, (over, beside)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import logging
 import random
+import re
 
 import pytest
 import torch
@@ -263,17 +265,23 @@ def test_offload_stays_ordered_with_a_slow_side_stream(monkeypatch, offload, win
 
 
 @pytest.mark.cuda
-def test_auto_offload_times_the_real_host_link():
+def test_auto_offload_times_the_real_host_link(caplog):
     """The link ``offload="auto"`` plans with is the one measured on real copies (H200 run 15:
-    timed on the compile's fake tensors it came out unbounded, and auto moved 896 of 960 MiB)."""
+    timed on the compile's fake tensors it came out unbounded, and auto moved 896 of 960 MiB),
+    both ways, and it is the slower way's figure."""
     from fxslots import costs
 
     costs._LINK.clear()
     model = MLP(256, 256, 4).cuda()
     c = torch.compile(model, backend="fxslots", options={"offload": "auto"})
-    c(torch.randn(64, 256, device="cuda")).sum().backward()
+    with caplog.at_level(logging.INFO, logger="fxslots.costs"):
+        c(torch.randn(64, 256, device="cuda")).sum().backward()
     (link,) = costs._LINK.values()
     assert 1e9 < link < 1e12, link
+    (line,) = [r.getMessage() for r in caplog.records if "host link of cuda" in r.getMessage()]
+    rates = [float(w) * 1e9 for w in re.findall(r"([0-9.]+) GB/s", line)]
+    assert "to the device" in line and "to the host" in line and len(rates) == 2, line
+    assert abs(link - min(rates)) <= 0.051e9, (link, line)
 
 
 def _conv_net():

@@ -20,7 +20,10 @@ tensor it reads last, where both have one geometry: the op reads each element be
 it, as an in-place op does. This reaches the temporaries that come before any saved bytes are
 done with, such as the first ``gelu_backward`` of a Linear+GELU stack, which reads the last
 layer's saved input and nothing else of the arena has been read yet (heavy MLP: 64 MiB, the
-rest of its pool).
+rest of its pool). The softmax backwards go over their saved output the same way, where this
+torch's kernels allow it (``fxslots.rowwise``): a cross-entropy loss's is the first large
+temporary of a language model's backward, and with the loss's gradient it sized llama-large's
+pool (2 x 1000 MiB in fp32, H100 run 54b).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from typing import Callable, Sequence
 import torch
 import torch.fx as fx
 
+from .. import rowwise
 from ..costs import allocated_bytes
 from ..overlay import END, NEVER, InPlace, Temporary
 from ..schemas import SLOT_META
@@ -38,6 +42,7 @@ from .deliver import _out_op, _write_into
 from .lifetimes import last_read, may_return_alias, sharing
 
 MIN_BYTES = 1 << 20
+_WHOLE = (torch.ops.aten.detach.default, torch.ops.aten.alias.default)
 
 
 def borrowable(gm: fx.GraphModule) -> list[Temporary]:
@@ -75,12 +80,12 @@ def borrow_arena(gm: fx.GraphModule, temps: list[Temporary]) -> fx.GraphModule:
 
 
 def reinplaceable(gm: fx.GraphModule, groups: Sequence[int | None]) -> list[InPlace]:
-    """The pointwise ops of ``gm`` that can compute their result over a saved tensor they read:
-    argument placeholder ``k`` (``groups[k]``: its storage group in the arena, None where it
-    has no bytes there) of the result's dtype, shape and stride, whose group nothing reads
-    after that op and no other argument of the op shares bytes with; a result the graph
-    returns never does (the slot's bytes are the next forward's). One result per group, of
-    ``MIN_BYTES`` or more, as for borrowing."""
+    """The pointwise (and ``rowwise.ROWWISE``) ops of ``gm`` that can compute their result over a saved
+    tensor they read: argument placeholder ``k`` (``groups[k]``: its storage group in the
+    arena, None where it has no bytes there) of the result's dtype, shape and stride, whose
+    group nothing reads after that op and no other argument of the op shares bytes with; a
+    result the graph returns never does (the slot's bytes are the next forward's). One result
+    per group, of ``MIN_BYTES`` or more, as for borrowing."""
     nodes = list(gm.graph.nodes)
     pos = {n: i for i, n in enumerate(nodes)}
     args = [n for n in nodes if n.op == "placeholder"][:len(groups)]
@@ -90,19 +95,19 @@ def reinplaceable(gm: fx.GraphModule, groups: Sequence[int | None]) -> list[InPl
         done[g] = max(done.get(g, NEVER), last_read(ph, pos))
     found, taken = [], set()
     for i, n in enumerate(nodes):
-        if (n.op != "call_function" or torch.Tag.pointwise not in getattr(n.target, "tags", ())
-                or may_return_alias(n.target) or allocated_bytes(n) < MIN_BYTES
-                or _out_op(n, None) is None):
+        if (n.op != "call_function" or not _over_input(n) or may_return_alias(n.target)
+                or allocated_bytes(n) < MIN_BYTES or _out_op(n, None) is None):
             continue
         read = last_read(n, pos)
         if read == END:
             continue
-        for a in dict.fromkeys(x for x in n.args if isinstance(x, fx.Node)):
+        for x in dict.fromkeys(x for x in n.args if isinstance(x, fx.Node)):
+            a = _whole_of(x)
             g = group_of.get(a)
-            if g is None or g in taken or done[g] != i or not _same_geometry(a, n):
+            if g is None or g in taken or done[g] != i or not _same_geometry(x, n):
                 continue
             near = sharing(a) | {ph for ph, h in group_of.items() if h == g}
-            if any(b in near and b is not a for b in n.all_input_nodes):
+            if any(b in near and b is not x for b in n.all_input_nodes):
                 continue
             found.append(InPlace(i, args.index(a), g, allocated_bytes(n), read))
             taken.add(g)
@@ -133,6 +138,28 @@ def _twin(gm: fx.GraphModule, rewrite: Callable[[fx.Graph, list[fx.Node]], None]
     graph.lint()
     twin.recompile()
     return twin
+
+
+def _whole_of(x: fx.Node) -> fx.Node:
+    """The node ``x`` is all of, through ``detach`` and ``alias`` (AOTAutograd's backward
+    reads a saved log-softmax through a ``detach``): same bytes, same geometry."""
+    while x.op == "call_function" and x.target in _WHOLE:
+        x = x.args[0]
+    return x
+
+
+def _over_input(n: fx.Node) -> bool:
+    """Whether ``n``'s kernel may write its result over an input of the result's geometry:
+    a pointwise op, or one of ``rowwise.ROWWISE`` over the last dimension of a dense result
+    where this torch's kernel gives the same bits there."""
+    if torch.Tag.pointwise in getattr(n.target, "tags", ()):
+        return True
+    v = n.meta.get("val")
+    if n.target not in rowwise.ROWWISE or not isinstance(v, torch.Tensor) or v.dim() == 0:
+        return False
+    dim = n.kwargs["dim"] if "dim" in n.kwargs else n.args[2]
+    return (dim % v.dim() == v.dim() - 1 and v.is_contiguous()
+            and rowwise.over_its_output(n.target, v.dtype, v.shape[-1], v.device))
 
 
 def _same_geometry(a: fx.Node, n: fx.Node) -> bool:

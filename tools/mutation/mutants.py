@@ -512,14 +512,14 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/test_borrow.py::"
             "test_the_twin_computes_each_temporary_into_its_view_and_its_values_are_the_same",)),
     Mutant("reinplace-over-bytes-read-later", "fxslots/passes/borrow.py",
-           "if g is None or g in taken or done[g] != i or not _same_geometry(a, n):",
-           "if g is None or g in taken or not _same_geometry(a, n):",
+           "if g is None or g in taken or done[g] != i or not _same_geometry(x, n):",
+           "if g is None or g in taken or not _same_geometry(x, n):",
            "a pointwise result goes over a saved input only where nothing reads that input's "
            "storage group after it", "cpu",
            ("tests/test_borrow.py::test_a_pointwise_op_goes_over_a_saved_input_only_when_nothing_reads_it_after",
             "tests/test_zoo.py::test_zoo_temporaries_in_the_arena_bitwise")),
     Mutant("reinplace-beside-a-view-it-reads", "fxslots/passes/borrow.py",
-           "if any(b in near and b is not a for b in n.all_input_nodes):",
+           "if any(b in near and b is not x for b in n.all_input_nodes):",
            "if False:",
            "a pointwise result never goes over a saved input while the op reads other bytes of "
            "that storage", "cpu",
@@ -529,6 +529,39 @@ MUTANTS: tuple[Mutant, ...] = (
            "",
            "a result the backward returns never goes over slot bytes (the next forward's)",
            "cpu", ("tests/test_borrow.py::test_a_pointwise_op_goes_over_a_saved_input_only_when_nothing_reads_it_after",)),
+    Mutant("rowwise-over-any-dimension", "fxslots/passes/borrow.py",
+           "    return (dim % v.dim() == v.dim() - 1 and v.is_contiguous()\n",
+           "    return (v.is_contiguous()\n",
+           "a softmax backward goes over its saved output only along its last dimension, where "
+           "its kernels read a row before they write it", "cpu",
+           ("tests/test_borrow.py::test_a_softmax_backward_goes_over_its_saved_output_along_rows_only",)),
+    Mutant("rowwise-kernels-unchecked", "fxslots/passes/borrow.py",
+           "            and rowwise.over_its_output(n.target, v.dtype, v.shape[-1], v.device))",
+           ")",
+           "a softmax backward goes over its saved output only where this torch's kernel gives "
+           "the same bits there as beside it", "cpu",
+           ("tests/test_borrow.py::"
+            "test_a_softmax_backward_stays_beside_its_output_where_this_torch_gives_other_bits",)),
+    Mutant("same-bits-compares-nothing", "fxslots/rowwise.py",
+           "    return torch.equal(run(grad, output, output), want)",
+           "    return run(grad, output, output) is not None",
+           "the kernel check compares the result written over the output with one written "
+           "beside it", "cpu",
+           ("tests/test_borrow.py::"
+            "test_a_kernel_that_writes_a_row_before_it_has_read_it_fails_the_check",)),
+    Mutant("reinplace-not-through-detach", "fxslots/passes/borrow.py",
+           "            a = _whole_of(x)\n",
+           "            a = x\n",
+           "a saved tensor the backward reads through a detach is still its saved input (the "
+           "loss head's log-probabilities)", "cpu",
+           ("tests/test_borrow.py::test_a_softmax_backward_goes_over_its_saved_output_along_rows_only",)),
+    Mutant("reinplace-kept-at-any-cost", "fxslots/in_arena.py",
+           "    if displaced > sum(p.nbytes for p in inplace):\n",
+           "    if False:\n",
+           "results over saved inputs are dropped where they keep more gradient bytes out of the "
+           "arena than they take out of the pool", "cpu",
+           ("tests/test_borrow.py::"
+            "test_results_over_saved_inputs_are_dropped_where_they_cost_more_arena_than_they_save",)),
     Mutant("accumulate-key-holds-one-grad-address", "fxslots/runtime/cudagraphs/executor.py",
            "variant.grads_at() if grads and",
            "variant.grads_at()[:1] if grads and",
