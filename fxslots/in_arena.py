@@ -163,9 +163,9 @@ def _reinplaced(ov: Overlay, d: Deliver, saved: SavedSet, plan: ArenaPlan, layou
     """``d``'s graph with the results ``reinplaceable`` finds computed over their saved
     inputs, its overlay (those results' readers read their inputs' groups), and the picks; or
     ``d``'s own, with none: where there are none, or where they would keep more gradient bytes
-    out of the arena than they take out of the pool (a float32 loss head whose weight gradient
-    is written while the softmax's gradient holds the log-probabilities' bytes, with fewer
-    rows than the head has inputs)."""
+    out of the arena than they take out of the pool (a result holds its input's bytes until
+    its last read, and a gradient written before then cannot have them: a float32 loss head's
+    weight gradient, beside the softmax's gradient over the log-probabilities)."""
     inplace = reinplaceable(d.graph, _arena_groups(d, saved, plan))
     if not inplace:
         return d.graph, ov, []

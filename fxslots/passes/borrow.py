@@ -80,12 +80,13 @@ def borrow_arena(gm: fx.GraphModule, temps: list[Temporary]) -> fx.GraphModule:
 
 
 def reinplaceable(gm: fx.GraphModule, groups: Sequence[int | None]) -> list[InPlace]:
-    """The pointwise (and ``rowwise.ROWWISE``) ops of ``gm`` that can compute their result over a saved
-    tensor they read: argument placeholder ``k`` (``groups[k]``: its storage group in the
-    arena, None where it has no bytes there) of the result's dtype, shape and stride, whose
-    group nothing reads after that op and no other argument of the op shares bytes with; a
-    result the graph returns never does (the slot's bytes are the next forward's). One result
-    per group, of ``MIN_BYTES`` or more, as for borrowing."""
+    """The pointwise (and ``rowwise.ROWWISE``) ops of ``gm`` that can compute their result
+    over a saved tensor they read: argument placeholder ``k`` (``groups[k]``: its storage
+    group in the arena, None where it has no bytes there), read directly or through a
+    ``detach``, of the result's dtype, shape and stride, whose group nothing reads after that
+    op and no other argument of the op shares bytes with; a result the graph returns never
+    does (the slot's bytes are the next forward's). One result per group, of ``MIN_BYTES`` or
+    more, as for borrowing."""
     nodes = list(gm.graph.nodes)
     pos = {n: i for i, n in enumerate(nodes)}
     args = [n for n in nodes if n.op == "placeholder"][:len(groups)]
@@ -95,8 +96,9 @@ def reinplaceable(gm: fx.GraphModule, groups: Sequence[int | None]) -> list[InPl
         done[g] = max(done.get(g, NEVER), last_read(ph, pos))
     found, taken = [], set()
     for i, n in enumerate(nodes):
-        if (n.op != "call_function" or not _over_input(n) or may_return_alias(n.target)
-                or allocated_bytes(n) < MIN_BYTES or _out_op(n, None) is None):
+        if (n.op != "call_function" or may_return_alias(n.target)  # the kernel check last
+                or allocated_bytes(n) < MIN_BYTES or _out_op(n, None) is None
+                or not _over_input(n)):
             continue
         read = last_read(n, pos)
         if read == END:
