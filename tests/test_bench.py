@@ -236,6 +236,22 @@ def test_paired_backends_all_start_from_a_dynamic_graph():
     assert [p["compiles"] for p in res["plans"].values()] == [1, 1]
 
 
+def test_paired_says_when_the_base_was_not_steady():
+    """Run 54d's base read 2.82-3.39 ms a step (18%): its ratios were noise; run 54's ATen base
+    read 5.34-5.40 (1.1%)."""
+    import paired
+
+    def res(base_ms):
+        return {"model": "m", "schedule": "s", "reps": 3, "steps": 8, "base": "b",
+                "ms_per_step": {"a": [1.0, 1.0, 1.0], "b": base_ms},
+                "ratios": {k: {"median": 1.0, "min": 1.0, "max": 1.0} for k in "ab"},
+                "max_grad_err": {"a": 0.0, "b": 0.0}}
+
+    assert "unsteady: b's own steps spread 18%" in paired.table(res([2.82, 3.11, 3.39]))
+    assert "unsteady" not in paired.table(res([5.34, 5.38, 5.40]))
+    assert paired.own_spread([1.0, 1.05, 1.1]) == pytest.approx(0.1 / 1.05)
+
+
 def test_paired_stops_adding_repetitions_that_would_end_past_its_seconds():
     import paired
 
