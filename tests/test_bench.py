@@ -236,20 +236,24 @@ def test_paired_backends_all_start_from_a_dynamic_graph():
     assert [p["compiles"] for p in res["plans"].values()] == [1, 1]
 
 
-def test_paired_says_when_the_base_was_not_steady():
-    """Run 54d's base read 2.82-3.39 ms a step (18%): its ratios were noise; run 54's ATen base
-    read 5.34-5.40 (1.1%)."""
+def test_paired_says_when_a_backend_was_not_steady():
+    """Run 54d's Inductor base (8.7% from quartile to quartile: its ratios were noise) against
+    run 54's ATen base (0.3%) and a steady run with one slow step (run 53f's heavy base)."""
     import paired
 
     def res(base_ms):
-        return {"model": "m", "schedule": "s", "reps": 3, "steps": 8, "base": "b",
-                "ms_per_step": {"a": [1.0, 1.0, 1.0], "b": base_ms},
+        return {"model": "m", "schedule": "s", "reps": len(base_ms), "steps": 8, "base": "b",
+                "ms_per_step": {"a": [1.0] * len(base_ms), "b": base_ms},
                 "ratios": {k: {"median": 1.0, "min": 1.0, "max": 1.0} for k in "ab"},
                 "max_grad_err": {"a": 0.0, "b": 0.0}}
 
-    assert "unsteady: b's own steps spread 18%" in paired.table(res([2.82, 3.11, 3.39]))
-    assert "unsteady" not in paired.table(res([5.34, 5.38, 5.40]))
-    assert paired.own_spread([1.0, 1.05, 1.1]) == pytest.approx(0.1 / 1.05)
+    r54d = [2.82, 2.82, 3.30, 3.03, 2.98, 2.94, 3.39, 3.28, 3.01, 2.85, 3.21, 3.21, 3.25, 3.11,
+            3.21]
+    assert "unsteady: b's own steps spread 8.7%" in paired.table(res(r54d))
+    assert "unsteady" not in paired.table(res([5.37, 5.34, 5.40, 5.38, 5.40, 5.38, 5.39]))
+    r53f = [6.81, 6.84, 6.77, 6.86, 6.80, 6.72, 7.28, 8.06, 6.94]
+    assert "unsteady" not in paired.table(res(r53f))
+    assert paired.own_spread([1.0, 1.1, 1.2, 1.3, 1.4]) == pytest.approx(0.2 / 1.2)
 
 
 def test_paired_stops_adding_repetitions_that_would_end_past_its_seconds():
