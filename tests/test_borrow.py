@@ -609,3 +609,21 @@ def test_cuda_a_loss_heads_softmax_backward_leaves_the_pool(monkeypatch):
     print(f"graph pool: {over / 2**20:.0f} MiB over the log-probabilities, "
           f"{beside / 2**20:.0f} MiB beside them")
     assert beside - over >= 0.9 * 4096 * 32000 * 4, (over, beside)
+
+
+def test_a_loss_head_run_backward_twice_keeps_its_log_probabilities(stand_in_graphs):  # noqa
+    """With ``retain_graph=True`` the second backward reads the log-probabilities again, so
+    the first never writes the softmax's gradient over them: gradients bitwise equal to
+    eager's after both."""
+    torch.manual_seed(0)
+    m = _Head(128, 2048, torch.bfloat16)
+    _head_steps(m, 512)  # the loop has shown that it drops gradients
+    e = copy.deepcopy(m)
+    c = torch.compile(m, backend="fxslots", options={"slots": 1})
+    x, t = torch.randn(512, 128, dtype=torch.bfloat16), torch.randint(0, 2048, (512,))
+    y, z = c(x, t), e(x, t)
+    y.backward(retain_graph=True)
+    z.backward(retain_graph=True)
+    y.backward()
+    z.backward()
+    _same_grads(m, e)
