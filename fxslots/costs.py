@@ -115,7 +115,7 @@ def measured_link(device: torch.device) -> float:
     index = device.index if device.index is not None else torch.cuda.current_device()
     if index not in _LINK:
         with _torch.real_tensors(), torch.cuda.device(index):
-            host = torch.empty(64 * 2**20, dtype=torch.uint8, pin_memory=True)
+            host = torch.empty(64 * 2**20, dtype=torch.uint8, device="cpu", pin_memory=True)
             dev = torch.empty_like(host, device=f"cuda:{index}")
             ways = {"to the device": _best_rate(dev, host), "to the host": _best_rate(host, dev)}
             log.info("fxslots: host link of cuda:%d, best of %d copies: %s", index, _LINK_WINDOWS,

@@ -73,8 +73,8 @@ def _runner(op, dtype: torch.dtype) -> Run:
 def _rows(op, dtype: torch.dtype, width: int, device: torch.device
           ) -> tuple[torch.Tensor, torch.Tensor]:
     """Two rows of a gradient and of what the softmax (or log-softmax) forward gave."""
-    gen = torch.Generator().manual_seed(0)
-    grad = torch.randn(2, width, generator=gen)
-    output = torch.randn(2, width, generator=gen).log_softmax(1)
+    gen = torch.Generator().manual_seed(0)  # the host's, whatever the default device
+    grad = torch.randn(2, width, generator=gen, device="cpu")
+    output = torch.randn(2, width, generator=gen, device="cpu").log_softmax(1)
     output = output if op is LOG_SOFTMAX else output.exp()
     return grad.to(device, dtype), output.to(device, dtype)

@@ -44,6 +44,19 @@ def test_a_temporary_takes_bytes_last_read_before_its_node_and_gives_them_back()
     assert place(spans, 2048, [(1024, 8), (1024, 6, 7)], 256) == (0, 0)
 
 
+def test_gradient_bytes_placed_count_what_a_result_over_its_input_keeps_busy():
+    """``in_arena._grad_bytes_placed``, what ``_reinplaced`` weighs: a 2048-byte gradient
+    written at node 5 takes group 1's bytes, last read at 3; where a result over them is read
+    until 6 instead, it finds none."""
+    from types import SimpleNamespace
+
+    from fxslots.in_arena import _grad_bytes_placed
+
+    layout = SimpleNamespace(groups=[(0, 2048, 1)], nbytes=2048)
+    assert _grad_bytes_placed(Overlay({1: 3}, writes=(5,), nbytes=(2048,)), layout, 256) == 2048
+    assert _grad_bytes_placed(Overlay({1: 6}, writes=(5,), nbytes=(2048,)), layout, 256) == 0
+
+
 def test_gradients_are_placed_before_temporaries_so_borrowing_never_moves_one():
     """``Overlay.place_at``: in one joint order, by write, the temporary (computed at 4, read
     until 7) would take bytes the gradient (written at 6) needs and send it to the output

@@ -193,7 +193,7 @@ class SlotRing:
         try:
             if host:  # pinned, so copies to and from it can run asynchronously and be captured
                 slot.host_arena = None
-                slot.host_arena = torch.empty(nbytes, dtype=torch.uint8,
+                slot.host_arena = torch.empty(nbytes, dtype=torch.uint8, device="cpu",
                                               pin_memory=slot.device.type == "cuda")
             else:
                 slot.arena = None  # free the old arena first: it holds nothing live
