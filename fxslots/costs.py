@@ -125,18 +125,23 @@ def measured_link(device: torch.device) -> float:
 
 
 def _best_rate(dst: torch.Tensor, src: torch.Tensor) -> float:
-    """Bytes/s of the fastest of ``_LINK_WINDOWS`` copies of ``src`` into ``dst``, after one
-    untimed (first touch)."""
+    """Bytes/s of the fastest of ``_LINK_WINDOWS`` copies of ``src`` into ``dst``."""
+    return src.nbytes / max(min(copy_seconds(dst, src, _LINK_WINDOWS)), 1e-9)
+
+
+def copy_seconds(dst: torch.Tensor, src: torch.Tensor, windows: int) -> list[float]:
+    """The device time of each of ``windows`` copies of ``src`` into ``dst`` (CUDA events),
+    after one untimed (first touch)."""
     dst.copy_(src, non_blocking=True)
     seconds = []
-    for _ in range(_LINK_WINDOWS):
+    for _ in range(windows):
         start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
         start.record()
         dst.copy_(src, non_blocking=True)
         end.record()
         end.synchronize()
         seconds.append(start.elapsed_time(end) / 1e3)
-    return src.nbytes / max(min(seconds), 1e-9)
+    return seconds
 
 
 def plausible_link(measured: float) -> float:

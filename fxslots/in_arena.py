@@ -175,10 +175,10 @@ def _reinplaced(ov: Overlay, d: Deliver, saved: SavedSet, plan: ArenaPlan, layou
     over = _overlay(base, d, saved, plan)
     displaced = (_grad_bytes_placed(ov, layout, alignment)
                  - _grad_bytes_placed(over, layout, alignment))
-    if displaced > sum(p.nbytes for p in inplace):
+    freed = sum(p.nbytes for p in inplace)
+    if displaced > freed:
         log.debug("fxslots: results over their saved inputs dropped: %d bytes of them would "
-                  "send %d gradient bytes to the output buffer", sum(p.nbytes for p in inplace),
-                  displaced)
+                  "send %d gradient bytes to the output buffer", freed, displaced)
         return d.graph, ov, []
     return base, over, inplace
 

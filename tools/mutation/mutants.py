@@ -556,7 +556,7 @@ MUTANTS: tuple[Mutant, ...] = (
            "loss head's log-probabilities)", "cpu",
            ("tests/test_borrow.py::test_a_softmax_backward_goes_over_its_saved_output_along_rows_only",)),
     Mutant("reinplace-kept-at-any-cost", "fxslots/in_arena.py",
-           "    if displaced > sum(p.nbytes for p in inplace):\n",
+           "    if displaced > freed:\n",
            "    if False:\n",
            "results over saved inputs are dropped where they keep more gradient bytes out of the "
            "arena than they take out of the pool", "cpu",
