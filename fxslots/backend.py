@@ -17,11 +17,9 @@ from .backward import BackwardRewrite, PreparedBackward, prepare_backward, take_
 from .errors import OptionsError, UnsupportedGraphError
 from .fallback import fall_back, run_uncaptured, trace_plainly
 from .options import Options, refusing
-from .passes import (
-    backward_slot_args, collect_inputs, collect_saved, failure_reason, observe, plan_arena,
-    recomputed_ops, rewrite_forward, slot_outputs, snapshot, tag_recompute, unplaceable_reason,
-    verify_forward,
-)
+from .passes import (backward_slot_args, collect_inputs, collect_saved, failure_reason, observe,
+                     plan_arena, recomputed_ops, rewrite_forward, share_slot, slot_outputs,
+                     snapshot, tag_recompute, unplaceable_reason, verify_forward)
 from .capturable import uncapturable_reason
 from .costs import caps_for
 from .offloading import OffloadContext, choose_offload
@@ -152,10 +150,7 @@ class _Compiler:
         plan, reason = self._plan(fw, saved, static, graphs, binder)
         if plan is None:
             return self._fall_back(fw, saved, before, reason, example_inputs)
-        observe("rewrite_forward", rewrite_forward, fw, saved, plan, self.num_fwd_outputs,
-                graph=fw, summary=lambda n: f"{n} nodes changed or added")
-        observe("verify_forward", verify_forward, fw, saved, plan, self.num_fwd_outputs,
-                summary=lambda n: f"{n} postconditions hold")
+        self._rewrite(fw, saved, plan)
         self._schedule(fw, saved, plan, device)
         self.variant = self._variant(fw, plan, binder, device, graphs, static, example_inputs)
         findings = self._inductor_forward(fw, example_inputs, static)
@@ -169,6 +164,14 @@ class _Compiler:
         self.fixed = _torch.forget_saved_dynamism(  # their marks mean nothing on the tokens
             i - self.num_fwd_outputs for i in slot_outputs(saved, plan))
         return boxed(self.variant.forward)
+
+    def _rewrite(self, fw, saved, plan) -> None:  # fw writes its saved tensors in their slots
+        observe("rewrite_forward", rewrite_forward, fw, saved, plan, self.num_fwd_outputs,
+                graph=fw, summary=lambda n: f"{n} nodes changed or added")
+        if self.options.kernels == "aten":  # Inductor fuses the input into its kernel
+            observe("share_slot", share_slot, fw, graph=fw, summary=lambda n: f"{n} shared")
+        observe("verify_forward", verify_forward, fw, saved, plan, self.num_fwd_outputs,
+                summary=lambda n: f"{n} postconditions hold")
 
     def _schedule(self, fw, saved, plan, device) -> None:
         """The forward's offload copies, then the backward's passes, run ahead of its compile

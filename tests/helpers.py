@@ -147,3 +147,30 @@ def compiled_twins(make, options=None, dynamic=None):
     ref.load_state_dict(ours.state_dict())
     return (ours, ref, torch.compile(ours, backend="fxslots", options=options, dynamic=dynamic),
             torch.compile(ref, backend="aot_eager", dynamic=dynamic))
+
+
+def train_cuda_head_bitwise(make, rows: int, width: int, vocab: int, steps: int = 4) -> None:
+    """A loss head ``make()`` compiled with fxslots (slots=1) on CUDA, from a fresh fxslots
+    state and an emptied cache, trained beside an eager copy on bfloat16 rows: every step's
+    gradients bitwise equal to eager's."""
+    fxslots.reset()
+    torch.cuda.empty_cache()
+    torch.manual_seed(0)
+    m = make().cuda()
+    e = copy.deepcopy(m)
+    c = torch.compile(m, backend="fxslots", options={"slots": 1})
+    for step in range(steps):
+        x = torch.randn(rows, width, device="cuda", dtype=torch.bfloat16)
+        t = torch.randint(0, vocab, (rows,), device="cuda")
+        c(x, t).backward()
+        e(x, t).backward()
+        for p, q in zip(m.parameters(), e.parameters(), strict=True):
+            torch.testing.assert_close(p.grad, q.grad, rtol=0, atol=0, msg=f"step {step}")
+        m.zero_grad(set_to_none=True)
+        e.zero_grad(set_to_none=True)
+
+
+def graph_pool_segments() -> list[int]:
+    """The bytes of each segment the caching allocator holds in a CUDA graph pool."""
+    return [s["total_size"] for s in torch.cuda.memory_snapshot()
+            if tuple(s["segment_pool_id"]) != (0, 0)]

@@ -24,6 +24,7 @@ from fxslots.passes.deliver import deliver_outputs, deliverable
 from fxslots.passes.lifetimes import last_read
 from fxslots.runtime.variant import BORROWS
 from tests.test_graph_executor_cpu import stand_in_graphs  # noqa: F401
+from tests.helpers import graph_pool_segments, train_cuda_head_bitwise
 from tests.test_overlay import _arena_of, _both, _drop, _in, _same_grads
 
 # ----------------------------------------------------------------------------- the planner
@@ -408,8 +409,7 @@ def test_cuda_temporaries_in_the_arena_match_eager_and_leave_the_pool(monkeypatc
                 torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
             _drop(m, e)
         torch.cuda.synchronize()
-        return sum(s["total_size"] for s in torch.cuda.memory_snapshot()
-                   if tuple(s["segment_pool_id"]) != (0, 0))
+        return sum(graph_pool_segments())
 
     borrowing = pool_bytes()
     assert fxslots.counters["temp_bytes_in_arena"] > 0
@@ -561,26 +561,27 @@ def test_softmax_backwards_give_the_same_bits_over_their_output(op, dtype, vocab
     got = out_op(g, o, 1, dtype, **{out_op._schema.arguments[-1].name: o})
     assert got.data_ptr() == o.data_ptr()
     assert torch.equal(got, want)
-    assert rowwise.over_its_output(op, dtype, vocab, torch.device(device))
+    assert rowwise.over_input(op, dtype, vocab, torch.device(device))
 
 
 def test_a_kernel_that_writes_a_row_before_it_has_read_it_fails_the_check():
     """``rowwise.same_bits`` on a log-softmax backward that clears each row's first element
     before it sums the row: over its output it reads what it wrote."""
-    def run(g, o, out):
+    def run(inputs, out):
+        g, o = inputs
         r = torch.empty_like(o) if out is None else out
         r[:, 0] = 0
         return r.copy_(g - o.exp() * g.sum(1, keepdim=True))
 
     g, o = torch.randn(2, 64), torch.randn(2, 64).log_softmax(1)
-    assert not rowwise.same_bits(run, g, o)
-    assert rowwise.same_bits(lambda g, o, out: torch.sub(g, o, out=out), g, o.clone())
+    assert not rowwise.same_bits(run, (g, o), 1)
+    assert rowwise.same_bits(lambda inputs, out: torch.sub(*inputs, out=out), (g, o.clone()), 1)
 
 
 def test_a_softmax_backward_stays_beside_its_output_where_this_torch_gives_other_bits(
         monkeypatch):
     monkeypatch.setattr(rowwise, "_CHECKED", {})
-    monkeypatch.setattr(rowwise, "same_bits", lambda run, g, o: False)
+    monkeypatch.setattr(rowwise, "same_bits", lambda run, inputs, over: False)
     gm = _traced(lambda g, o: _lsb(g * 2, o.detach(), 1, torch.float32).sum(), (_N, _N), (_N, _N))
     assert reinplaceable(gm, [None, 1]) == []
     assert list(rowwise._CHECKED.values()) == [False]
@@ -596,23 +597,9 @@ def test_cuda_a_loss_heads_softmax_backward_leaves_the_pool(monkeypatch):
         pytest.skip("results go over saved inputs under ATen kernels only")
 
     def pool_bytes() -> int:
-        fxslots.reset()
-        torch.cuda.empty_cache()
-        torch.manual_seed(0)
-        m = _Head(1024, 32000, torch.bfloat16).cuda()
-        e = copy.deepcopy(m)
-        c = torch.compile(m, backend="fxslots", options={"slots": 1})
-        for step in range(4):
-            x = torch.randn(4096, 1024, device="cuda", dtype=torch.bfloat16)
-            t = torch.randint(0, 32000, (4096,), device="cuda")
-            c(x, t).backward()
-            e(x, t).backward()
-            for p, q in zip(m.parameters(), e.parameters(), strict=True):
-                torch.testing.assert_close(p.grad, q.grad, rtol=0, atol=0, msg=f"step {step}")
-            _drop(m, e)
+        train_cuda_head_bitwise(lambda: _Head(1024, 32000, torch.bfloat16), 4096, 1024, 32000)
         torch.cuda.synchronize()
-        return sum(s["total_size"] for s in torch.cuda.memory_snapshot()
-                   if tuple(s["segment_pool_id"]) != (0, 0))
+        return sum(graph_pool_segments())
 
     over = pool_bytes()
     in_arena = fxslots.counters["temp_bytes_in_arena"]

@@ -11,8 +11,10 @@ import pytest
 import torch
 
 import fxslots
+from fxslots import state
 from examples.models import MLP
-from tests.helpers import play, schedule_1f1b, schedule_ffbb, with_caps
+from tests.helpers import (graph_pool_segments, play, schedule_1f1b, schedule_ffbb,
+                           train_cuda_head_bitwise, with_caps)
 
 pytestmark = pytest.mark.cuda
 
@@ -419,3 +421,35 @@ def test_fused_accumulation_under_real_graphs_stays_within_rounding_of_eager():
     assert fxslots.counters["captures"] > 0
     assert [n.target for n in v.accumulate.captured.graph.nodes].count(
         torch.ops.aten.addmm_.default) == 2
+
+
+class _LossHead(torch.nn.Module):
+    """A language model's loss head: the forward's largest block is its bfloat16 logits, the
+    backward's the float32 gradient of the log-probabilities, twice as large."""
+
+    def __init__(self):
+        super().__init__()
+        self.out = torch.nn.Linear(256, 8192, bias=False, dtype=torch.bfloat16)
+
+    def forward(self, x, targets):
+        return torch.nn.functional.cross_entropy(self.out(x).float(), targets)
+
+
+def test_cuda_the_forward_and_backward_cut_their_blocks_from_one_segment():
+    """Real CUDA graphs, gradients bitwise equal to eager's every step; the pool's segments
+    of more than the allocator's small ones: the room alone."""
+    if fxslots.Options().kernels == "inductor":
+        pytest.skip("the room is sized by the graphs' nodes under ATen kernels only")
+    train_cuda_head_bitwise(_LossHead, 2048, 256, 8192)
+    torch.cuda.synchronize()
+    assert fxslots.counters["captures"] == 2
+    (room,) = [r.room for r in state.pools.values()]
+    large = [s for s in graph_pool_segments() if s > 2 * 2**20]
+    print(f"room {room / 2**20:.1f} MiB; pool segments (MiB): "
+          f"{[round(s / 2**20, 1) for s in graph_pool_segments()]}")
+    assert room >= 2048 * 8192 * 4 and large == [_pool_rounded(room)], (room, large)
+
+
+def _pool_rounded(nbytes: int) -> int:
+    """The allocator's size for a large block: a multiple of 2 MiB."""
+    return -(-nbytes // 2**21) * 2**21

@@ -55,7 +55,10 @@ class _StandInCapturer:
     def synchronize(self):
         pass
 
-    def capture(self, gm, args):
+    rooms: list[int] = []  # what each capture was asked to make room for (SharedPool.make_room)
+
+    def capture(self, gm, args, room=0):
+        _StandInCapturer.rooms.append(room)
         # A GraphModule, or Inductor's compiled code (kernels="inductor"), run as one call.
         run = gm if not isinstance(gm, torch.fx.GraphModule) else (
             lambda *a: torch.fx.Interpreter(gm).run(*a))

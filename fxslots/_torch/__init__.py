@@ -224,6 +224,13 @@ def clear_cublas_workspaces() -> None:
     torch._C._cuda_clearCublasWorkspaces()
 
 
+def cublas_workspace_bytes() -> int:
+    """The bytes of the workspace cuBLAS takes at a stream's first matmul (torch before 2.11
+    cannot say: Hopper's default, 32 MiB, the largest)."""
+    get = getattr(torch._C, "_cuda_getCublasWorkspaceSize", None)
+    return get() if get is not None else 32 * 2**20
+
+
 def symbol_of(x: Any) -> Any:
     """The sympy symbol a SymInt stands for, or None (a plain int, or an expression)."""
     if not isinstance(x, torch.SymInt):

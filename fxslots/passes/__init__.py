@@ -6,6 +6,7 @@ from .observe import failure_reason, observe
 from .plan import plan_arena, unplaceable_reason
 from .recompute import recomputed_ops, tag_recompute
 from .rewrite import annotate_backward, backward_slot_args, rewrite_forward, slot_outputs, snapshot
+from .share import share_slot
 from .verify import verify_forward
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "observe",
     "plan_arena",
     "rewrite_forward",
+    "share_slot",
     "snapshot",
     "recomputed_ops",
     "tag_recompute",

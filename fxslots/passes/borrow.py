@@ -161,7 +161,7 @@ def _over_input(n: fx.Node) -> bool:
         return False
     dim = n.kwargs["dim"] if "dim" in n.kwargs else n.args[2]
     return (dim % v.dim() == v.dim() - 1 and v.is_contiguous()
-            and rowwise.over_its_output(n.target, v.dtype, v.shape[-1], v.device))
+            and rowwise.over_input(n.target, v.dtype, v.shape[-1], v.device))
 
 
 def _same_geometry(a: fx.Node, n: fx.Node) -> bool:

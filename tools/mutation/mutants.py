@@ -536,19 +536,58 @@ MUTANTS: tuple[Mutant, ...] = (
            "its kernels read a row before they write it", "cpu",
            ("tests/test_borrow.py::test_a_softmax_backward_goes_over_its_saved_output_along_rows_only",)),
     Mutant("rowwise-kernels-unchecked", "fxslots/passes/borrow.py",
-           "            and rowwise.over_its_output(n.target, v.dtype, v.shape[-1], v.device))",
+           "            and rowwise.over_input(n.target, v.dtype, v.shape[-1], v.device))",
            ")",
            "a softmax backward goes over its saved output only where this torch's kernel gives "
            "the same bits there as beside it", "cpu",
            ("tests/test_borrow.py::"
             "test_a_softmax_backward_stays_beside_its_output_where_this_torch_gives_other_bits",)),
     Mutant("same-bits-compares-nothing", "fxslots/rowwise.py",
-           "    return torch.equal(run(grad, output, output), want)",
-           "    return run(grad, output, output) is not None",
+           "    return torch.equal(run(inputs, inputs[over]), want)",
+           "    return run(inputs, inputs[over]) is not None",
            "the kernel check compares the result written over the output with one written "
            "beside it", "cpu",
            ("tests/test_borrow.py::"
             "test_a_kernel_that_writes_a_row_before_it_has_read_it_fails_the_check",)),
+    Mutant("room-by-the-pooling-backward", POOL,
+           "        return variant.runner(Direction.BACKWARD, deliver=BORROWS)\n",
+           "        return variant.runner(Direction.BACKWARD, deliver=True)\n",
+           "the pool's room is sized by the backward a warm loop captures (temporaries in the "
+           "slot's arena), not one that holds them in the pool", "cpu",
+           ("tests/test_pool_room.py::"
+            "test_the_room_is_the_most_bytes_a_graph_holds_at_once_and_a_workspace",)),
+    Mutant("room-by-the-pooling-forward", POOL,
+           "deliver=variant.deliver_forward is not None),",
+           "deliver=False),",
+           "the pool's room is sized by the forward that writes its outputs into the slot's "
+           "buffer where it has one", "cpu",
+           ("tests/test_pool_room.py::"
+            "test_the_room_is_the_most_bytes_a_graph_holds_at_once_and_a_workspace",)),
+    Mutant("room-never-made", POOL,
+           "        torch.empty(nbytes, dtype=torch.uint8, device=device)\n",
+           "",
+           "the pool's room is a segment made before the first capture's blocks", "cuda",
+           ("tests/test_cuda.py::"
+            "test_cuda_the_forward_and_backward_cut_their_blocks_from_one_segment",)),
+    Mutant("share-an-input-read-again", "fxslots/passes/share.py",
+           'x.op != "call_function" or len(x.users) != 1:',
+           'x.op != "call_function":',
+           "a log-softmax's input is computed in its slot view only where nothing else reads it",
+           "cpu", ("tests/test_share.py::"
+                   "test_an_input_stays_in_the_pool_where_the_log_softmax_could_not_write_over_it",)),
+    Mutant("share-over-any-dimension", "fxslots/passes/share.py",
+           "    return (same and n.args[1] % v.dim() == v.dim() - 1 and not n.args[2]\n",
+           "    return (same and not n.args[2]\n",
+           "a log-softmax is computed over its input only along its last dimension", "cpu",
+           ("tests/test_share.py::"
+            "test_an_input_stays_in_the_pool_where_the_log_softmax_could_not_write_over_it",)),
+    Mutant("share-unchecked", "fxslots/passes/share.py",
+           "            and rowwise.over_input(aten._log_softmax.default, v.dtype, v.shape[-1],\n"
+           "                                   v.device))\n",
+           ")\n",
+           "a log-softmax is computed over its input only where this torch's kernel gives the "
+           "same bits there", "cpu",
+           ("tests/test_share.py::test_an_input_stays_in_the_pool_where_this_torch_gives_other_bits",)),
     Mutant("reinplace-not-through-detach", "fxslots/passes/borrow.py",
            "            a = _whole_of(x)\n",
            "            a = x\n",

@@ -98,12 +98,12 @@ class Captured:
         delivered results into (``delivery.Target``; a forward's: its slot's output buffer's).
 
         ``tokens``: every output in one of the slot's arenas (a saved tensor) is handed out as
-        one tensor over that arena's whole alias (the same object at each of them), not as views of it. Only a backward
-        that replays reads them, and it reads the slot at addresses its capture holds; a
-        backward that runs uncaptured rebuilds the views from ``saved_outs``. A saved view
-        costs autograd a tensor and a detach, ~2 us each: dozens per forward. ``collapse``
-        (with tokens; ``runtime.collapse``): one token per arena, the other places left out,
-        where this capture's saved outputs are the ones it expects."""
+        one tensor over that arena's whole alias (the same object at each of them), not as
+        views of it. Only a backward that replays reads them, and it reads the slot at
+        addresses its capture holds; a backward that runs uncaptured rebuilds the views from
+        ``saved_outs``. A saved view costs autograd a tensor and a detach, ~2 us each: dozens
+        per forward. ``collapse`` (with tokens; ``runtime.collapse``): one token per arena, the
+        other places left out, where this capture's saved outputs are the ones it expects."""
         result = self._values.copy()
         if self._pool[0]:
             self._copy_out(result, device, out)

@@ -22,6 +22,8 @@ from ... import _torch, state
 from ...errors import gist
 from ...fallback import go_without
 from ...options import Options
+from ...passes.lifetimes import allocated_peak
+from ..variant import BORROWS, Direction
 from . import memsets
 
 log = logging.getLogger(__name__)
@@ -34,6 +36,7 @@ class SharedPool:
         self.index = index
         self.handle = torch.cuda.graph_pool_handle()
         self.graphs = 0
+        self.room = 0  # bytes of the largest segment make_room made
 
     def track(self, graph: Any) -> None:
         self.graphs += 1
@@ -43,6 +46,20 @@ class SharedPool:
         self.graphs -= 1
         if self.graphs == 0:
             self.free()
+
+    def make_room(self, nbytes: int, device: torch.device) -> None:
+        """Inside a capture into this pool: one segment of ``nbytes``, freed at once, for this
+        capture's blocks and later captures' to be cut from. The allocator gives a block that
+        fits no free one a segment of its own, sized to it, and never joins two: llama-large's
+        forward took a 500 MiB segment for its logits that the backward's 1000 MiB block could
+        not use (H100 run 54e). A segment as large as the most any capture holds at once serves
+        both. Skipped where it would take more than half the device's free memory."""
+        if nbytes <= self.room or 2 * nbytes > torch.cuda.mem_get_info(device)[0]:
+            return
+        torch.empty(nbytes, dtype=torch.uint8, device=device)
+        self.room = nbytes
+        log.info("pool: a %.1f MiB segment made for the captures on %s to share", nbytes / 2**20,
+                 device)
 
     def free(self) -> None:
         """Never hand this handle out again (graphs still captured in it keep working)."""
@@ -56,6 +73,30 @@ def shared_pool(device: torch.device) -> SharedPool:
     if pool is None:
         pool = state.pools[index] = SharedPool(index)
     return pool
+
+
+def room_for(variant: Any) -> int:
+    """The room to make for the captures of ``variant`` (ATen kernels): the most bytes the
+    forward or the backward a warm loop captures hold at once by their nodes, at shape hints
+    (``lifetimes.allocated_peak``; the forward that writes large outputs into the slot's output
+    buffer where it has one), plus the cuBLAS workspace and the allocator's 2 MiB rounding; 0
+    where one is Inductor's code, whose allocations are not its nodes'."""
+    graphs = [variant.runner(Direction.FORWARD, deliver=variant.deliver_forward is not None),
+              _backward_captured(variant)]
+    if not all(isinstance(g, fx.GraphModule) for g in graphs):
+        return 0
+    return max(allocated_peak(g)[0] for g in graphs) + _torch.cublas_workspace_bytes() + 2**21
+
+
+def _backward_captured(variant: Any) -> Any:
+    """The backward a warm loop captures: the one that computes temporaries in the slot's
+    arena once the loop drops its gradients (``Deliveries._in_arena``), else the one that
+    delivers them into a buffer, else the plain one."""
+    d = variant.deliver
+    if d is not None and d.overlay is not None and d.overlay.graph is not None and (
+            variant.region.grads_in_arena()):
+        return variant.runner(Direction.BACKWARD, deliver=BORROWS)
+    return variant.runner(Direction.BACKWARD, deliver=d is not None)
 
 
 def device_index(device: torch.device) -> int:
@@ -105,14 +146,16 @@ class CudaCapturer:
     def synchronize(self) -> None:
         torch.cuda.synchronize(self.device)
 
-    def capture(self, gm: fx.GraphModule | Any, args: list[Any]) -> tuple[Any, Any]:
-        """(graph, outputs) of one capture of ``gm`` on ``args``; or CaptureFailed, raised
+    def capture(self, gm: fx.GraphModule | Any, args: list[Any], room: int = 0
+                ) -> tuple[Any, Any]:
+        """(graph, outputs) of one capture of ``gm`` on ``args``, in a pool with a segment of
+        at least ``room`` bytes (``SharedPool.make_room``); or CaptureFailed, raised
         after everything the failed capture allocated is freed and its state undone. ``gm``
         may be compiled code (Inductor's), run as one call: then no node is named. With
         ``memsets="kernels"`` a graph whose rewrite fails (the driver refusing to instantiate
         it, a swap it could not undo) is dropped unrun and captured again as it comes."""
         if self.options.memsets == "kernels":
-            graph, outs = self._capture(gm, args, keep=True)
+            graph, outs = self._capture(gm, args, True, room)
             try:
                 swapped = self._instantiate(graph)
             except Exception as e:  # noqa: BLE001 - the rewrite must never stop training
@@ -123,9 +166,9 @@ class CudaCapturer:
             else:
                 self._report(*swapped)
                 return graph, outs
-        return self._capture(gm, args, keep=False)
+        return self._capture(gm, args, False, room)
 
-    def _capture(self, gm: Any, args: list[Any], keep: bool) -> tuple[Any, Any]:
+    def _capture(self, gm: Any, args: list[Any], keep: bool, room: int) -> tuple[Any, Any]:
         self.synchronize()
         graph = torch.cuda.CUDAGraph(keep_graph=keep)
         tracker = NodeTracker(gm) if isinstance(gm, fx.GraphModule) else _Call(gm)
@@ -133,6 +176,7 @@ class CudaCapturer:
         stream = torch.cuda.current_stream(self.device)
         try:
             with capturing(graph, pool.handle):
+                pool.make_room(room, self.device)
                 outs = tracker.run(*args)
         except Exception as e:  # noqa: BLE001 - any failure to capture is reported the same way
             # Whatever the failed capture allocated must die now: the interpreter's values and

@@ -1,0 +1,91 @@
+"""The shared CUDA graph pool's room (``SharedPool.make_room``): one segment as large as the most
+any capture of a variant holds at once, made inside its first capture, so that the forward's
+blocks and then the backward's are cut from it instead of each size taking a segment of its own
+(on CUDA: ``tests/test_cuda.py``, where one loss head's captures use the room alone).
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import torch
+from torch import nn
+from torch.fx.experimental.proxy_tensor import make_fx
+
+import fxslots
+from fxslots import _torch
+from fxslots.passes.lifetimes import allocated_peak
+from fxslots.runtime.cudagraphs import pool
+from fxslots.runtime.variant import BORROWS, Direction
+from tests.test_graph_executor_cpu import _StandInCapturer, stand_in_graphs  # noqa: F401
+
+MiB = 2**20
+
+
+class _Variant:
+    """What ``room_for`` reads of a variant: the graph each backward runs (plain, delivering
+    gradients into a buffer, computing temporaries in the slot's arena too), whether the loop
+    drops its gradients, and the forward that writes its outputs into the slot's buffer."""
+
+    def __init__(self, forward, backward, delivering=None, borrowing=None, dropped=True,
+                 outputs_delivered=None):
+        self.graphs = (forward, backward, delivering, borrowing, outputs_delivered)
+        self.deliver = None if delivering is None else SimpleNamespace(
+            overlay=None if borrowing is None else SimpleNamespace(graph=borrowing))
+        self.region = SimpleNamespace(grads_in_arena=lambda: dropped)
+        self.deliver_forward = None if outputs_delivered is None else SimpleNamespace()
+
+    def runner(self, direction, deliver=False):
+        if direction is Direction.FORWARD:
+            return self.graphs[4 if deliver else 0]
+        return self.graphs[3 if deliver == BORROWS else 2 if deliver else 1]
+
+
+def _f(x):
+    a = x * 2
+    c = (a + 1).view(-1)
+    return c.sum()
+
+
+_SLACK = _torch.cublas_workspace_bytes() + 2 * MiB
+
+
+def test_the_room_is_the_most_bytes_a_graph_holds_at_once_and_a_workspace():
+    """Nodes at shape hints: ``a`` lives until ``a + 1`` is made beside it, a view allocates
+    nothing, the sum's 4 bytes come after ``a`` died; the larger graph sets the room, and the
+    backward a warm loop captures stands for the backward."""
+    small, large = make_fx(_f)(torch.zeros(32, 32)), make_fx(_f)(torch.zeros(64, 64))
+    assert pool.room_for(_Variant(small, small)) == 2 * 32 * 32 * 4 + _SLACK
+    assert pool.room_for(_Variant(small, large)) == 2 * 64 * 64 * 4 + _SLACK
+    assert pool.room_for(_Variant(small, large, small)) == 2 * 32 * 32 * 4 + _SLACK
+    assert pool.room_for(_Variant(small, large, large, small)) == 2 * 32 * 32 * 4 + _SLACK
+    kept = _Variant(small, small, large, small, dropped=False)  # no gradients in the arena
+    assert pool.room_for(kept) == 2 * 64 * 64 * 4 + _SLACK
+    # a forward that writes its large outputs into the slot's output buffer holds none
+    assert pool.room_for(_Variant(large, small, outputs_delivered=small)) == (
+        2 * 32 * 32 * 4 + _SLACK)
+
+
+def test_no_room_where_a_graph_is_compiled_code_or_missing():
+    """Inductor's code allocates what it fuses, not what its nodes would: nothing to size by."""
+    g = make_fx(lambda x: x + 1)(torch.zeros(4))
+    assert pool.room_for(_Variant(g, lambda *a: None)) == 0
+    assert pool.room_for(_Variant(g, None)) == 0
+
+
+def test_each_capture_asks_for_the_room_of_the_graphs_a_warm_loop_runs(stand_in_graphs):
+    """The executor passes ``room_for`` of the variant it captures; an MLP whose loop drops its
+    gradients captures a backward that delivers them out of the pool, so the room is below
+    the plain backward's, which holds them all."""
+    _StandInCapturer.rooms = []
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(64, 512), nn.GELU(), nn.Linear(512, 64))
+    c = torch.compile(m, backend="fxslots", options={"slots": 1})
+    for _ in range(3):
+        c(torch.randn(256, 64)).square().mean().backward()
+        m.zero_grad(set_to_none=True)
+    (region,) = fxslots.regions()
+    (v,) = region.live_variants()
+    rooms = _StandInCapturer.rooms
+    assert len(rooms) == 2 and set(rooms) == {pool.room_for(v)}
+    assert pool.room_for(v) < allocated_peak(v.backward_graph)[0] + _SLACK
