@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import pytest
 import torch
@@ -149,10 +150,11 @@ def compiled_twins(make, options=None, dynamic=None):
             torch.compile(ref, backend="aot_eager", dynamic=dynamic))
 
 
-def train_cuda_head_bitwise(make, rows: int, width: int, vocab: int, steps: int = 4) -> None:
+def train_cuda_head_bitwise(make, rows: int, width: int, vocab: int, steps: int = 4) -> Any:
     """A loss head ``make()`` compiled with fxslots (slots=1) on CUDA, from a fresh fxslots
     state and an emptied cache, trained beside an eager copy on bfloat16 rows: every step's
-    gradients bitwise equal to eager's."""
+    gradients bitwise equal to eager's. Returns the compiled model: while the caller holds it,
+    its CUDA graphs and their pool live (a pool dies with its last graph)."""
     fxslots.reset()
     torch.cuda.empty_cache()
     torch.manual_seed(0)
@@ -168,6 +170,7 @@ def train_cuda_head_bitwise(make, rows: int, width: int, vocab: int, steps: int 
             torch.testing.assert_close(p.grad, q.grad, rtol=0, atol=0, msg=f"step {step}")
         m.zero_grad(set_to_none=True)
         e.zero_grad(set_to_none=True)
+    return c
 
 
 def graph_pool_segments() -> list[int]:

@@ -597,7 +597,8 @@ def test_cuda_a_loss_heads_softmax_backward_leaves_the_pool(monkeypatch):
         pytest.skip("results go over saved inputs under ATen kernels only")
 
     def pool_bytes() -> int:
-        train_cuda_head_bitwise(lambda: _Head(1024, 32000, torch.bfloat16), 4096, 1024, 32000)
+        compiled = train_cuda_head_bitwise(  # noqa: F841 - its graphs' pool lives while it does
+            lambda: _Head(1024, 32000, torch.bfloat16), 4096, 1024, 32000)
         torch.cuda.synchronize()
         return sum(graph_pool_segments())
 

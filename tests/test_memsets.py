@@ -205,7 +205,7 @@ class _Capturer(CudaCapturer):
         super().__init__(torch.device("cuda", 0), Options(memsets="kernels", **options))
         self.outcome, self.kept = outcome, []
 
-    def _capture(self, gm, args, keep):
+    def _capture(self, gm, args, keep, room):
         self.kept.append(keep)
         return object(), ["outs"]
 

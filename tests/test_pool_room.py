@@ -1,4 +1,4 @@
-"""The shared CUDA graph pool's room (``SharedPool.make_room``): one segment as large as the most
+"""The shared CUDA graph pool's room (``SharedPool.make_room``, ``room.room_for``): one segment as large as the most
 any capture of a variant holds at once, made inside its first capture, so that the forward's
 blocks and then the backward's are cut from it instead of each size taking a segment of its own
 (on CUDA: ``tests/test_cuda.py``, where one loss head's captures use the room alone).
@@ -15,7 +15,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 import fxslots
 from fxslots import _torch
 from fxslots.passes.lifetimes import allocated_peak
-from fxslots.runtime.cudagraphs import pool
+from fxslots.runtime.cudagraphs import room
 from fxslots.runtime.variant import BORROWS, Direction
 from tests.test_graph_executor_cpu import _StandInCapturer, stand_in_graphs  # noqa: F401
 
@@ -55,37 +55,56 @@ def test_the_room_is_the_most_bytes_a_graph_holds_at_once_and_a_workspace():
     nothing, the sum's 4 bytes come after ``a`` died; the larger graph sets the room, and the
     backward a warm loop captures stands for the backward."""
     small, large = make_fx(_f)(torch.zeros(32, 32)), make_fx(_f)(torch.zeros(64, 64))
-    assert pool.room_for(_Variant(small, small)) == 2 * 32 * 32 * 4 + _SLACK
-    assert pool.room_for(_Variant(small, large)) == 2 * 64 * 64 * 4 + _SLACK
-    assert pool.room_for(_Variant(small, large, small)) == 2 * 32 * 32 * 4 + _SLACK
-    assert pool.room_for(_Variant(small, large, large, small)) == 2 * 32 * 32 * 4 + _SLACK
+    assert room.room_for([_Variant(small, small)]) == 2 * 32 * 32 * 4 + _SLACK
+    assert room.room_for([_Variant(small, large)]) == 2 * 64 * 64 * 4 + _SLACK
+    assert room.room_for([_Variant(small, large, small)]) == 2 * 32 * 32 * 4 + _SLACK
+    assert room.room_for([_Variant(small, large, large, small)]) == 2 * 32 * 32 * 4 + _SLACK
     kept = _Variant(small, small, large, small, dropped=False)  # no gradients in the arena
-    assert pool.room_for(kept) == 2 * 64 * 64 * 4 + _SLACK
+    assert room.room_for([kept]) == 2 * 64 * 64 * 4 + _SLACK
     # a forward that writes its large outputs into the slot's output buffer holds none
-    assert pool.room_for(_Variant(large, small, outputs_delivered=small)) == (
+    assert room.room_for([_Variant(large, small, outputs_delivered=small)]) == (
         2 * 32 * 32 * 4 + _SLACK)
 
 
-def test_no_room_where_a_graph_is_compiled_code_or_missing():
-    """Inductor's code allocates what it fuses, not what its nodes would: nothing to size by."""
-    g = make_fx(lambda x: x + 1)(torch.zeros(4))
-    assert pool.room_for(_Variant(g, lambda *a: None)) == 0
-    assert pool.room_for(_Variant(g, None)) == 0
+def test_one_room_for_all_of_a_models_variants_and_none_for_compiled_code():
+    """The largest of the variants known at the first capture sets the room, so that later
+    captures of the others are cut from it too. Inductor's code allocates what it fuses, not
+    what its nodes would: it is not counted, and a model of nothing else makes no room."""
+    small, large = make_fx(_f)(torch.zeros(32, 32)), make_fx(_f)(torch.zeros(64, 64))
+    assert room.room_for([_Variant(small, small), _Variant(large, large)]) == (
+        2 * 64 * 64 * 4 + _SLACK)
+    compiled = lambda *a: None  # noqa: E731
+    assert room.room_for([_Variant(small, compiled)]) == 2 * 32 * 32 * 4 + _SLACK
+    assert room.room_for([_Variant(compiled, compiled), _Variant(compiled, None)]) == 0
+    assert room.room_for([]) == 0
 
 
 def test_each_capture_asks_for_the_room_of_the_graphs_a_warm_loop_runs(stand_in_graphs):
-    """The executor passes ``room_for`` of the variant it captures; an MLP whose loop drops its
-    gradients captures a backward that delivers them out of the pool, so the room is below
-    the plain backward's, which holds them all."""
+    """The executor passes ``room_for`` of all the model's variants (two batch sizes, the
+    smaller compiled first); an MLP whose loop drops its gradients captures a backward that
+    delivers them out of the pool, so the room is below the plain backward's, which holds
+    them all."""
     _StandInCapturer.rooms = []
     torch.manual_seed(0)
     m = nn.Sequential(nn.Linear(64, 512), nn.GELU(), nn.Linear(512, 64))
-    c = torch.compile(m, backend="fxslots", options={"slots": 1})
-    for _ in range(3):
-        c(torch.randn(256, 64)).square().mean().backward()
+    c = torch.compile(m, backend="fxslots", options={"slots": 1}, dynamic=False)
+    for step in range(6):
+        c(torch.randn(128 * (1 + step % 2), 64)).square().mean().backward()
         m.zero_grad(set_to_none=True)
     (region,) = fxslots.regions()
-    (v,) = region.live_variants()
+    small, large = region.live_variants()
     rooms = _StandInCapturer.rooms
-    assert len(rooms) == 2 and set(rooms) == {pool.room_for(v)}
-    assert pool.room_for(v) < allocated_peak(v.backward_graph)[0] + _SLACK
+    assert len(rooms) == 4 and set(rooms) == {room.room_for([large])}
+    assert room.room_for([small]) < room.room_for([large])
+    assert room.room_for([large]) < allocated_peak(large.backward_graph)[0] + _SLACK
+
+
+def test_a_graph_that_cannot_be_sized_makes_no_room():
+    """The room is memory saved, never a failed step: sizing that raises gives 0."""
+    class Unsized:
+        deliver, deliver_forward = None, None
+
+        def runner(self, direction, deliver=False):
+            raise RuntimeError("no hint for an unbacked size")
+
+    assert room.room_for([Unsized()]) == 0

@@ -549,20 +549,26 @@ MUTANTS: tuple[Mutant, ...] = (
            "beside it", "cpu",
            ("tests/test_borrow.py::"
             "test_a_kernel_that_writes_a_row_before_it_has_read_it_fails_the_check",)),
-    Mutant("room-by-the-pooling-backward", POOL,
+    Mutant("room-by-the-pooling-backward", "fxslots/runtime/cudagraphs/room.py",
            "        return variant.runner(Direction.BACKWARD, deliver=BORROWS)\n",
            "        return variant.runner(Direction.BACKWARD, deliver=True)\n",
            "the pool's room is sized by the backward a warm loop captures (temporaries in the "
            "slot's arena), not one that holds them in the pool", "cpu",
            ("tests/test_pool_room.py::"
             "test_the_room_is_the_most_bytes_a_graph_holds_at_once_and_a_workspace",)),
-    Mutant("room-by-the-pooling-forward", POOL,
-           "deliver=variant.deliver_forward is not None),",
+    Mutant("room-by-the-pooling-forward", "fxslots/runtime/cudagraphs/room.py",
+           "deliver=v.deliver_forward is not None),",
            "deliver=False),",
            "the pool's room is sized by the forward that writes its outputs into the slot's "
            "buffer where it has one", "cpu",
            ("tests/test_pool_room.py::"
             "test_the_room_is_the_most_bytes_a_graph_holds_at_once_and_a_workspace",)),
+    Mutant("room-for-one-variant", "fxslots/runtime/cudagraphs/executor.py",
+           "room_for(self.region.live_variants()))",
+           "room_for(self.region.live_variants()[:1]))",
+           "one room serves all of a model's variants known at the first capture", "cpu",
+           ("tests/test_pool_room.py::"
+            "test_each_capture_asks_for_the_room_of_the_graphs_a_warm_loop_runs",)),
     Mutant("room-never-made", POOL,
            "        torch.empty(nbytes, dtype=torch.uint8, device=device)\n",
            "",

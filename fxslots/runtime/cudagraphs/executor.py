@@ -31,7 +31,8 @@ from .banks import Tangents, forward_buffer, prepare_hint
 from .delivery import Deliveries, warm_up
 from .keys import CaptureKey
 from .outputs import Captured, OutKind, describe_outputs, own_user_outputs, saved_views
-from .pool import CaptureFailed, CudaCapturer, room_for
+from .pool import CaptureFailed, CudaCapturer
+from .room import room_for
 from .staging import copy_staged, write_back
 
 log = logging.getLogger(__name__)
@@ -218,7 +219,7 @@ class GraphExecutor:
 
     def _capture(self, variant, slot, key, gm, gargs, stage, nargs) -> Captured | None:
         try:
-            graph, outs = self.capturer.capture(gm, gargs, room_for(variant))
+            graph, outs = self.capturer.capture(gm, gargs, room_for(self.region.live_variants()))
         except CaptureFailed as failed:
             state.counters["capture_failures"] += 1
             return self._failed(variant, slot, key, failed)

@@ -22,8 +22,6 @@ from ... import _torch, state
 from ...errors import gist
 from ...fallback import go_without
 from ...options import Options
-from ...passes.lifetimes import allocated_peak
-from ..variant import BORROWS, Direction
 from . import memsets
 
 log = logging.getLogger(__name__)
@@ -49,14 +47,15 @@ class SharedPool:
 
     def make_room(self, nbytes: int, device: torch.device) -> None:
         """Inside a capture into this pool: one segment of ``nbytes``, freed at once, for this
-        capture's blocks and later captures' to be cut from. The allocator gives a block that
-        fits no free one a segment of its own, sized to it, and never joins two: llama-large's
-        forward took a 500 MiB segment for its logits that the backward's 1000 MiB block could
-        not use (H100 run 54e). A segment as large as the most any capture holds at once serves
-        both. Skipped where it would take more than half the device's free memory."""
+        capture's blocks and later captures' to be cut from (``room.room_for`` says why and how
+        large). Skipped where it would take more than half the device's free memory."""
         if nbytes <= self.room or 2 * nbytes > torch.cuda.mem_get_info(device)[0]:
             return
-        torch.empty(nbytes, dtype=torch.uint8, device=device)
+        try:
+            torch.empty(nbytes, dtype=torch.uint8, device=device)
+        except torch.OutOfMemoryError:  # the capture goes on, its blocks cut as they come
+            log.info("pool: no room of %.1f MiB on %s (out of memory)", nbytes / 2**20, device)
+            return
         self.room = nbytes
         log.info("pool: a %.1f MiB segment made for the captures on %s to share", nbytes / 2**20,
                  device)
@@ -73,30 +72,6 @@ def shared_pool(device: torch.device) -> SharedPool:
     if pool is None:
         pool = state.pools[index] = SharedPool(index)
     return pool
-
-
-def room_for(variant: Any) -> int:
-    """The room to make for the captures of ``variant`` (ATen kernels): the most bytes the
-    forward or the backward a warm loop captures hold at once by their nodes, at shape hints
-    (``lifetimes.allocated_peak``; the forward that writes large outputs into the slot's output
-    buffer where it has one), plus the cuBLAS workspace and the allocator's 2 MiB rounding; 0
-    where one is Inductor's code, whose allocations are not its nodes'."""
-    graphs = [variant.runner(Direction.FORWARD, deliver=variant.deliver_forward is not None),
-              _backward_captured(variant)]
-    if not all(isinstance(g, fx.GraphModule) for g in graphs):
-        return 0
-    return max(allocated_peak(g)[0] for g in graphs) + _torch.cublas_workspace_bytes() + 2**21
-
-
-def _backward_captured(variant: Any) -> Any:
-    """The backward a warm loop captures: the one that computes temporaries in the slot's
-    arena once the loop drops its gradients (``Deliveries._in_arena``), else the one that
-    delivers them into a buffer, else the plain one."""
-    d = variant.deliver
-    if d is not None and d.overlay is not None and d.overlay.graph is not None and (
-            variant.region.grads_in_arena()):
-        return variant.runner(Direction.BACKWARD, deliver=BORROWS)
-    return variant.runner(Direction.BACKWARD, deliver=d is not None)
 
 
 def device_index(device: torch.device) -> int:

@@ -1,0 +1,64 @@
+"""How much room the shared CUDA graph pool makes before a variant's first capture
+(``SharedPool.make_room``): the most bytes any of a model's graphs holds at once, by its nodes.
+
+The caching allocator gives a block that fits no free one a segment of its own, sized to it, and
+never joins two: llama-large's forward took a 500 MiB segment for its logits that the backward's
+1000 MiB block could not use (H100 run 54e, pool 1758 MiB). Made first, one segment that large
+serves both captures (run 56d: 1036 MiB). Nothing here runs at import time.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from typing import Any
+
+import torch.fx as fx
+
+from ... import _torch
+from ...passes.lifetimes import allocated_peak
+from ..variant import BORROWS, Direction
+
+log = logging.getLogger(__name__)
+
+
+def room_for(variants: Any) -> int:
+    """The room to make for the captures of ``variants`` (ATen kernels; a model's variants
+    known so far, so that one room serves all of them): the most bytes the forward or the
+    backward a warm loop captures of any of them holds at once by its nodes, at shape hints
+    (``lifetimes.allocated_peak``; the forward that writes large outputs into the slot's output
+    buffer where it has one), plus the cuBLAS workspace and the allocator's 2 MiB rounding.
+    Inductor's code is not counted: its allocations are not its nodes'."""
+    try:
+        graphs = [g for v in variants for g in (
+            v.runner(Direction.FORWARD, deliver=v.deliver_forward is not None),
+            _backward_captured(v))]
+        peaks = [_peak(g) for g in graphs if isinstance(g, fx.GraphModule)]
+    except Exception as e:  # noqa: BLE001 - a room is memory saved, never worth a failed step
+        log.info("pool: no room made: the graphs could not be sized (%s: %s)",
+                 type(e).__name__, e)
+        return 0
+    if not peaks:
+        return 0
+    return max(peaks) + _torch.cublas_workspace_bytes() + 2**21
+
+
+_PEAKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _peak(gm: fx.GraphModule) -> int:
+    """``allocated_peak`` of ``gm``, once: each capture asks for every variant's."""
+    if gm not in _PEAKS:
+        _PEAKS[gm] = allocated_peak(gm)[0]
+    return _PEAKS[gm]
+
+
+def _backward_captured(variant: Any) -> Any:
+    """The backward a warm loop captures: the one that computes temporaries in the slot's
+    arena once the loop drops its gradients (``Deliveries._in_arena``), else the one that
+    delivers them into a buffer, else the plain one."""
+    d = variant.deliver
+    if d is not None and d.overlay is not None and d.overlay.graph is not None and (
+            variant.region.grads_in_arena()):
+        return variant.runner(Direction.BACKWARD, deliver=BORROWS)
+    return variant.runner(Direction.BACKWARD, deliver=d is not None)
