@@ -11,6 +11,8 @@ import torch
 
 from . import state
 from .prepare import restored
+from .runtime.cudagraphs.executor import GraphExecutor
+from .runtime.cudagraphs.room import describe_room
 from .printing import format_arena_grads, format_graph, format_plan
 from .schemas import ArenaPlan, SavedSet
 
@@ -54,6 +56,9 @@ class Report:
             if g.kernels:  # kernels="inductor": who writes each group's slot bytes
                 parts.append("----- Inductor's slot writes (read from its code) -----")
                 parts.extend(g.kernels)
+        room = _room(self.graphs)
+        if room is not None:
+            parts += ["----- CUDA graph pool -----", room]
         return "\n".join(parts)
 
     @property
@@ -149,6 +154,13 @@ def _arena_grads(variant: Any) -> list[str]:
                      f"(once the loop drops .grad before each forward) -----")
         parts.append(format_arena_grads(d, layout, capacity, variant.ring.options.alignment))
     return parts
+
+
+def _room(graphs: list[Any]) -> str | None:
+    """The graph pool's room (``runtime.cudagraphs.room``), where variants capture CUDA graphs."""
+    variants = [g.variant for g in graphs if g.variant is not None
+                and isinstance(g.variant.executor, GraphExecutor)]
+    return describe_room(variants) if variants else None
 
 
 def _flatten(x: Any) -> list[Any]:

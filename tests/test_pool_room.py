@@ -34,6 +34,7 @@ class _Variant:
             overlay=None if borrowing is None else SimpleNamespace(graph=borrowing))
         self.region = SimpleNamespace(grads_in_arena=lambda: dropped)
         self.deliver_forward = None if outputs_delivered is None else SimpleNamespace()
+        self.name = "v0"
 
     def runner(self, direction, deliver=False):
         if direction is Direction.FORWARD:
@@ -108,3 +109,22 @@ def test_a_graph_that_cannot_be_sized_makes_no_room():
             raise RuntimeError("no hint for an unbacked size")
 
     assert room.room_for([Unsized()]) == 0
+
+
+def test_explain_shows_the_room_and_the_graph_that_sized_it(stand_in_graphs):
+    """Under CUDA graphs (stood in for on CPU) the report ends with the room and the graph
+    whose nodes set it; without them there is no pool and no such section."""
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(64, 512), nn.GELU(), nn.Linear(512, 64))
+    text = str(fxslots.explain(m, torch.randn(256, 64)))
+    pool_part = text[text.index("----- CUDA graph pool -----"):].splitlines()
+    (region,) = fxslots.regions()
+    want = room.room_for(region.live_variants())
+    assert pool_part[1].startswith(f"room: {want / 2**20:.1f} MiB, one segment made inside"), (
+        pool_part)
+    assert "v0's backward holds" in pool_part[1] or "v0's forward holds" in pool_part[1]
+
+
+def test_explain_shows_no_pool_without_cuda_graphs():
+    m = nn.Sequential(nn.Linear(8, 8))
+    assert "CUDA graph pool" not in str(fxslots.explain(m, torch.randn(4, 8)))

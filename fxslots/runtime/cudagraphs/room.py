@@ -29,18 +29,38 @@ def room_for(variants: Any) -> int:
     (``lifetimes.allocated_peak``; the forward that writes large outputs into the slot's output
     buffer where it has one), plus the cuBLAS workspace and the allocator's 2 MiB rounding.
     Inductor's code is not counted: its allocations are not its nodes'."""
+    largest = _largest(variants)
+    return 0 if largest is None else largest[0] + slack()
+
+
+def slack() -> int:
+    """Bytes a capture holds beyond its nodes' values: cuBLAS's workspace, 2 MiB of rounding."""
+    return _torch.cublas_workspace_bytes() + 2**21
+
+
+def describe_room(variants: Any) -> str | None:
+    """What ``fxslots.explain`` says of the room ``variants`` would get, or None: none."""
+    largest = _largest(variants)
+    if largest is None:
+        return None
+    peak, what = largest
+    return (f"room: {(peak + slack()) / 2**20:.1f} MiB, one segment made inside the first "
+            f"capture for every capture to cut its blocks from: {what} holds "
+            f"{peak / 2**20:.1f} MiB at once by its nodes, plus {slack() / 2**20:.1f} MiB "
+            f"(cuBLAS's workspace, rounding)")
+
+
+def _largest(variants: Any) -> tuple[int, str] | None:
+    """(bytes, which graph) of the graph a warm loop captures that holds the most at once."""
     try:
-        graphs = [g for v in variants for g in (
-            v.runner(Direction.FORWARD, deliver=v.deliver_forward is not None),
-            _backward_captured(v))]
-        peaks = [_peak(g) for g in graphs if isinstance(g, fx.GraphModule)]
+        sized = [(_peak(g), f"{v.name}'s {what}") for v in variants for what, g in (
+            ("forward", v.runner(Direction.FORWARD, deliver=v.deliver_forward is not None)),
+            ("backward", _backward_captured(v))) if isinstance(g, fx.GraphModule)]
     except Exception as e:  # noqa: BLE001 - a room is memory saved, never worth a failed step
         log.info("pool: no room made: the graphs could not be sized (%s: %s)",
                  type(e).__name__, e)
-        return 0
-    if not peaks:
-        return 0
-    return max(peaks) + _torch.cublas_workspace_bytes() + 2**21
+        return None
+    return max(sized, key=lambda s: s[0]) if sized else None
 
 
 _PEAKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
