@@ -557,8 +557,8 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/test_pool_room.py::"
             "test_the_room_is_the_most_bytes_a_graph_holds_at_once_and_a_workspace",)),
     Mutant("room-by-the-pooling-forward", "fxslots/runtime/cudagraphs/room.py",
-           "deliver=v.deliver_forward is not None),",
-           "deliver=False),",
+           "deliver=v.deliver_forward is not None)),",
+           "deliver=False)),",
            "the pool's room is sized by the forward that writes its outputs into the slot's "
            "buffer where it has one", "cpu",
            ("tests/test_pool_room.py::"
@@ -570,8 +570,8 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/test_pool_room.py::"
             "test_each_capture_asks_for_the_room_of_the_graphs_a_warm_loop_runs",)),
     Mutant("room-never-made", POOL,
-           "        torch.empty(nbytes, dtype=torch.uint8, device=device)\n",
-           "",
+           "            torch.empty(nbytes, dtype=torch.uint8, device=device)\n",
+           "            pass\n",
            "the pool's room is a segment made before the first capture's blocks", "cuda",
            ("tests/test_cuda.py::"
             "test_cuda_the_forward_and_backward_cut_their_blocks_from_one_segment",)),
