@@ -92,6 +92,12 @@ class Options:
     backward has finished reading (``fxslots.overlay``), instead of a buffer of their own, once
     the training loop has shown it drops ``.grad`` before the next forward: eager's footprint.
     ATen kernels only (Inductor's code does not run in node order)."""
+    pool_room: bool = True
+    """Under CUDA graphs with ATen kernels, make one segment of the graph pool, inside a model's
+    first capture, as large as the most any of its captures holds at once, for every capture
+    to cut its blocks from (``fxslots.runtime.cudagraphs.room``; llama-large's pool at one
+    shape 1758 -> 1036 MiB, H100 run 56). False: each block that fits no free one takes a
+    segment of its own."""
     arena_group: str | None = None
     """Compiled regions with the same group name share one slot ring and staging buffer (their
     frames are never live at once beyond ``slots``); ``fxslots.pipelining`` names one per rank."""
@@ -207,6 +213,7 @@ _TYPES = {
     "recompute": (str,),
     "grad_accumulation": (str,),
     "grads_in_arena": (bool,),
+    "pool_room": (bool,),
     "arena_group": (str, type(None)),
     "kernels": (str,),
 }

@@ -28,13 +28,14 @@ class _Variant:
     drops its gradients, and the forward that writes its outputs into the slot's buffer."""
 
     def __init__(self, forward, backward, delivering=None, borrowing=None, dropped=True,
-                 outputs_delivered=None):
+                 outputs_delivered=None, pool_room=True):
         self.graphs = (forward, backward, delivering, borrowing, outputs_delivered)
         self.deliver = None if delivering is None else SimpleNamespace(
             overlay=None if borrowing is None else SimpleNamespace(graph=borrowing))
         self.region = SimpleNamespace(grads_in_arena=lambda: dropped)
         self.deliver_forward = None if outputs_delivered is None else SimpleNamespace()
         self.name = "v0"
+        self.ring = SimpleNamespace(options=fxslots.Options(pool_room=pool_room))
 
     def runner(self, direction, deliver=False):
         if direction is Direction.FORWARD:
@@ -78,6 +79,7 @@ def test_one_room_for_all_of_a_models_variants_and_none_for_compiled_code():
     assert room.room_for([_Variant(small, compiled)]) == 2 * 32 * 32 * 4 + _SLACK
     assert room.room_for([_Variant(compiled, compiled), _Variant(compiled, None)]) == 0
     assert room.room_for([]) == 0
+    assert room.room_for([_Variant(large, large, pool_room=False)]) == 0  # the option's off
 
 
 def test_each_capture_asks_for_the_room_of_the_graphs_a_warm_loop_runs(stand_in_graphs):
@@ -128,3 +130,18 @@ def test_explain_shows_the_room_and_the_graph_that_sized_it(stand_in_graphs):
 def test_explain_shows_no_pool_without_cuda_graphs():
     m = nn.Sequential(nn.Linear(8, 8))
     assert "CUDA graph pool" not in str(fxslots.explain(m, torch.randn(4, 8)))
+
+
+def test_pool_room_false_asks_for_no_room(stand_in_graphs):
+    """``options={"pool_room": False}``: every capture gets a room of 0 (its blocks are cut as
+    they come), and explain() has no pool section."""
+    _StandInCapturer.rooms = []
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(64, 512), nn.GELU(), nn.Linear(512, 64))
+    c = torch.compile(m, backend="fxslots", options={"slots": 1, "pool_room": False})
+    for _ in range(3):
+        c(torch.randn(256, 64)).square().mean().backward()
+        m.zero_grad(set_to_none=True)
+    assert _StandInCapturer.rooms == [0, 0]
+    text = str(fxslots.explain(m, torch.randn(256, 64), pool_room=False))
+    assert "CUDA graph pool" not in text

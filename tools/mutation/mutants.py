@@ -569,6 +569,11 @@ MUTANTS: tuple[Mutant, ...] = (
            "one room serves all of a model's variants known at the first capture", "cpu",
            ("tests/test_pool_room.py::"
             "test_each_capture_asks_for_the_room_of_the_graphs_a_warm_loop_runs",)),
+    Mutant("pool-room-option-ignored", "fxslots/runtime/cudagraphs/room.py",
+           " for v in variants if v.ring.options.pool_room\n",
+           " for v in variants\n",
+           "options={'pool_room': False} makes no room", "cpu",
+           ("tests/test_pool_room.py::test_pool_room_false_asks_for_no_room",)),
     Mutant("room-never-made", POOL,
            "            torch.empty(nbytes, dtype=torch.uint8, device=device)\n",
            "            pass\n",

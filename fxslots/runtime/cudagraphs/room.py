@@ -28,7 +28,8 @@ def room_for(variants: Any) -> int:
     backward a warm loop captures of any of them holds at once by its nodes, at shape hints
     (``lifetimes.allocated_peak``; the forward that writes large outputs into the slot's output
     buffer where it has one), plus the cuBLAS workspace and the allocator's 2 MiB rounding.
-    Inductor's code is not counted: its allocations are not its nodes'."""
+    Inductor's code is not counted: its allocations are not its nodes'; nor variants whose
+    options say ``pool_room=False``."""
     largest = _largest(variants)
     return 0 if largest is None else largest[0] + slack()
 
@@ -53,7 +54,8 @@ def describe_room(variants: Any) -> str | None:
 def _largest(variants: Any) -> tuple[int, str] | None:
     """(bytes, which graph) of the graph a warm loop captures that holds the most at once."""
     try:
-        sized = [(_peak(g), f"{v.name}'s {what}") for v in variants for what, g in (
+        sized = [(_peak(g), f"{v.name}'s {what}") for v in variants if v.ring.options.pool_room
+                 for what, g in (
             ("forward", v.runner(Direction.FORWARD, deliver=v.deliver_forward is not None)),
             ("backward", _backward_captured(v))) if isinstance(g, fx.GraphModule)]
     except Exception as e:  # noqa: BLE001 - a room is memory saved, never worth a failed step
