@@ -1,4 +1,4 @@
-# Run 57 (prepared in session 37, not yet run; about 5 min on any card): what session 37 left
+# Run 57 (prepared in session 37, not yet run; about 6 min on any card): what session 37 left
 # unverified on a GPU.
 # 1. The CUDA room test as fixed after run 56e (it prints the room and the pool's segments),
 #    with test_borrow's and test_share's CUDA tests; explain()'s pool section on CUDA.
@@ -23,3 +23,10 @@ timeout 150 python3 tools/mutation/run.py --suite cuda --no-baseline --markdown 
 timeout 150 python3 benchmarks/footprint.py --model llama-large --schedule sequential \
   --backend fxslots --options '{"slots": 1}' --steps 6 > "$OUT/r57-footprint.txt" 2>&1
 grep -E "reserved [0-9]|^graph | graph " "$OUT/r57-footprint.txt"
+# 4. The option's A/B in one call: pool_room off against on, llama-large at one shape.
+for room in true false; do
+  timeout 120 python3 benchmarks/footprint.py --model llama-large --schedule sequential \
+    --backend fxslots --options "{\"slots\": 1, \"pool_room\": $room}" --steps 3 --seq 2048 \
+    2>&1 | grep -E "reserved [0-9]|^graph " | sed "s/^/pool_room=$room: /" >> "$OUT/r57-room-ab.txt"
+done
+cat "$OUT/r57-room-ab.txt"
