@@ -38,6 +38,14 @@ _CHECKED: dict[tuple, bool] = {}
 Run = Callable[[tuple, "torch.Tensor | None"], torch.Tensor]
 
 
+def along_rows(op, value: torch.Tensor, dim: int) -> bool:
+    """Whether ``op`` (of ``OVER``), run over ``dim`` with result ``value``, may write it over
+    the input ``OVER`` names: ``dim`` is the last dimension of a dense tensor, and this torch's
+    kernel gives the same bits there (``over_input``)."""
+    return (value.dim() > 0 and dim % value.dim() == value.dim() - 1 and value.is_contiguous()
+            and over_input(op, value.dtype, value.shape[-1], value.device))
+
+
 def over_input(op, dtype: torch.dtype, width: int, device: torch.device) -> bool:
     """Whether ``op`` (of ``OVER``) over rows ``width`` wide of ``dtype`` on ``device`` gives
     the same bits written over the input ``OVER`` names as beside it, tried once per process.

@@ -157,11 +157,9 @@ def _over_input(n: fx.Node) -> bool:
     if torch.Tag.pointwise in getattr(n.target, "tags", ()):
         return True
     v = n.meta.get("val")
-    if n.target not in rowwise.ROWWISE or not isinstance(v, torch.Tensor) or v.dim() == 0:
+    if n.target not in rowwise.ROWWISE or not isinstance(v, torch.Tensor):
         return False
-    dim = n.kwargs["dim"] if "dim" in n.kwargs else n.args[2]
-    return (dim % v.dim() == v.dim() - 1 and v.is_contiguous()
-            and rowwise.over_input(n.target, v.dtype, v.shape[-1], v.device))
+    return rowwise.along_rows(n.target, v, n.kwargs["dim"] if "dim" in n.kwargs else n.args[2])
 
 
 def _same_geometry(a: fx.Node, n: fx.Node) -> bool:

@@ -64,13 +64,12 @@ def _fits(x, n: fx.Node) -> bool:
     if may_return_alias(x.target) or (_out_op(x, None) if src is None else _from(x, src)) is None:
         return False
     u, v = x.meta.get("val"), n.meta.get("val")
-    if not (isinstance(u, torch.Tensor) and isinstance(v, torch.Tensor) and v.dim() > 0):
+    if not (isinstance(u, torch.Tensor) and isinstance(v, torch.Tensor)):
         return False
     same = (u.dtype == v.dtype and u.device == v.device and tuple(u.shape) == tuple(v.shape)
-            and u.stride() == v.stride() and v.is_contiguous())
-    return (same and n.args[1] % v.dim() == v.dim() - 1 and not n.args[2]
-            and rowwise.over_input(aten._log_softmax.default, v.dtype, v.shape[-1],
-                                   v.device))
+            and u.stride() == v.stride())
+    return (same and not n.args[2]
+            and rowwise.along_rows(aten._log_softmax.default, v, n.args[1]))
 
 
 def _from(x: fx.Node, src: int) -> fx.Node | None:

@@ -529,15 +529,18 @@ MUTANTS: tuple[Mutant, ...] = (
            "",
            "a result the backward returns never goes over slot bytes (the next forward's)",
            "cpu", ("tests/test_borrow.py::test_a_pointwise_op_goes_over_a_saved_input_only_when_nothing_reads_it_after",)),
-    Mutant("rowwise-over-any-dimension", "fxslots/passes/borrow.py",
-           "    return (dim % v.dim() == v.dim() - 1 and v.is_contiguous()\n",
-           "    return (v.is_contiguous()\n",
-           "a softmax backward goes over its saved output only along its last dimension, where "
-           "its kernels read a row before they write it", "cpu",
-           ("tests/test_borrow.py::test_a_softmax_backward_goes_over_its_saved_output_along_rows_only",)),
+    Mutant("rowwise-over-any-dimension", "fxslots/rowwise.py",
+           "value.dim() > 0 and dim % value.dim() == value.dim() - 1 and value.is_contiguous()",
+           "value.dim() > 0 and value.is_contiguous()",
+           "a softmax backward goes over its saved output, and a log-softmax over its input, "
+           "only along their last dimension, where their kernels read a row before they write "
+           "it", "cpu",
+           ("tests/test_borrow.py::test_a_softmax_backward_goes_over_its_saved_output_along_rows_only",
+            "tests/test_share.py::"
+            "test_an_input_stays_in_the_pool_where_the_log_softmax_could_not_write_over_it")),
     Mutant("rowwise-kernels-unchecked", "fxslots/passes/borrow.py",
-           "            and rowwise.over_input(n.target, v.dtype, v.shape[-1], v.device))",
-           ")",
+           "    return rowwise.along_rows(n.target, v, n.kwargs[\"dim\"] if \"dim\" in n.kwargs else n.args[2])",
+           "    return True",
            "a softmax backward goes over its saved output only where this torch's kernel gives "
            "the same bits there as beside it", "cpu",
            ("tests/test_borrow.py::"
@@ -586,16 +589,9 @@ MUTANTS: tuple[Mutant, ...] = (
            "a log-softmax's input is computed in its slot view only where nothing else reads it",
            "cpu", ("tests/test_share.py::"
                    "test_an_input_stays_in_the_pool_where_the_log_softmax_could_not_write_over_it",)),
-    Mutant("share-over-any-dimension", "fxslots/passes/share.py",
-           "    return (same and n.args[1] % v.dim() == v.dim() - 1 and not n.args[2]\n",
-           "    return (same and not n.args[2]\n",
-           "a log-softmax is computed over its input only along its last dimension", "cpu",
-           ("tests/test_share.py::"
-            "test_an_input_stays_in_the_pool_where_the_log_softmax_could_not_write_over_it",)),
     Mutant("share-unchecked", "fxslots/passes/share.py",
-           "            and rowwise.over_input(aten._log_softmax.default, v.dtype, v.shape[-1],\n"
-           "                                   v.device))\n",
-           ")\n",
+           "            and rowwise.along_rows(aten._log_softmax.default, v, n.args[1]))",
+           ")",
            "a log-softmax is computed over its input only where this torch's kernel gives the "
            "same bits there", "cpu",
            ("tests/test_share.py::test_an_input_stays_in_the_pool_where_this_torch_gives_other_bits",)),
