@@ -177,3 +177,10 @@ def graph_pool_segments() -> list[int]:
     """The bytes of each segment the caching allocator holds in a CUDA graph pool."""
     return [s["total_size"] for s in torch.cuda.memory_snapshot()
             if tuple(s["segment_pool_id"]) != (0, 0)]
+
+
+def report_part(text: str, start: str) -> str:
+    """The part of an explain() report from the line ``start`` begins up to the graph pool's
+    section, which has its own test (``tests/test_pool_room.py``), or to the end."""
+    end = text.find("----- CUDA graph pool")
+    return text[text.index(start):end if end >= 0 else None].rstrip()

@@ -24,7 +24,7 @@ from fxslots.passes.deliver import deliver_outputs, deliverable
 from fxslots.passes.lifetimes import last_read
 from fxslots.runtime.variant import BORROWS
 from tests.test_graph_executor_cpu import stand_in_graphs  # noqa: F401
-from tests.helpers import graph_pool_segments, train_cuda_head_bitwise
+from tests.helpers import graph_pool_segments, report_part, train_cuda_head_bitwise
 from tests.test_overlay import _arena_of, _both, _drop, _in, _same_grads
 
 # ----------------------------------------------------------------------------- the planner
@@ -356,7 +356,7 @@ def test_golden_explain_lists_each_temporary_over_the_bytes_it_borrows(stand_in_
     torch.manual_seed(0)
     model, x = _Loss(512, 3), torch.randn(1024, 512)
     text = str(fxslots.explain(copy.deepcopy(model), x))
-    assert_expected_inline(_arena_table(text), """\
+    assert_expected_inline(report_part(text, "gradient  "), """\
 gradient  bytes    written by  goes to                     over
 --------  -------  ----------  --------------------------  ----------------------
 output 0  1048576  mm_7        arena [2097152, 3145728)    g2 (read last by mm_5)
@@ -384,12 +384,6 @@ temporaries in the arena: 14680064 of 14680064 bytes""")
     assert fxslots.counters["temp_bytes_in_arena"] == 7 * 2 * MIN_BYTES
 
 
-
-def _arena_table(text: str) -> str:
-    """explain()'s table of gradients and temporaries in the arena (the pool's room after it
-    has its own test: tests/test_pool_room.py)."""
-    end = text.find("----- CUDA graph pool")
-    return text[text.index("gradient  "):end if end >= 0 else None].rstrip()
 
 @pytest.mark.cuda
 def test_cuda_temporaries_in_the_arena_match_eager_and_leave_the_pool(monkeypatch):
@@ -508,7 +502,7 @@ def test_golden_a_loss_heads_softmax_backward_goes_over_the_log_probabilities(
     model = _Head(128, 2048, torch.bfloat16)
     x, t = torch.randn(512, 128, dtype=torch.bfloat16), torch.randint(0, 2048, (512,))
     text = str(fxslots.explain(copy.deepcopy(model), x, t))
-    assert_expected_inline(_arena_table(text), """\
+    assert_expected_inline(report_part(text, "gradient  "), """\
 gradient  bytes   written by  goes to                 over
 --------  ------  ----------  ----------------------  ------------------------------------
 output 0  32768   mm_4        arena [0, 32768)        g2 (read last by threshold_backward)

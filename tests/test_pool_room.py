@@ -1,7 +1,8 @@
-"""The shared CUDA graph pool's room (``SharedPool.make_room``, ``room.room_for``): one segment as large as the most
-any capture of a variant holds at once, made inside its first capture, so that the forward's
-blocks and then the backward's are cut from it instead of each size taking a segment of its own
-(on CUDA: ``tests/test_cuda.py``, where one loss head's captures use the room alone).
+"""The shared CUDA graph pool's room (``SharedPool.make_room``, ``room.room_for``): one
+segment as large as the most any capture of a model's variants holds at once, made inside its
+first capture, so that the forward's blocks and then the backward's are cut from it instead of
+each size taking a segment of its own (on CUDA: ``tests/test_cuda.py``, where one loss head's
+captures use the room alone).
 """
 
 from __future__ import annotations
