@@ -19,3 +19,12 @@ cuda_tests() {
     grep -E "passed|failed|^FAILED|^ERROR" "$OUT/$prefix-$name.txt" | tail -20
   done
 }
+# cuda_tests_printing PREFIX LIMIT_S FILE...: the files' CUDA tests in one pytest run with their
+# prints shown (-s: the figures a test prints, such as a pool's segments), the output in
+# $OUT/PREFIX-tests.txt, its printed figures and summary lines printed.
+cuda_tests_printing() {
+  local prefix=$1 limit=$2; shift 2
+  timeout "$limit" python3 -m pytest -q -m cuda "$@" -s -p no:cacheprovider -o log_level=WARNING \
+    --timeout 150 -rfE --tb=short 2>&1 | grep -v "torch.__trace" > "$OUT/$prefix-tests.txt"
+  grep -E "room |graph pool|passed|failed|^FAILED|^ERROR|^E  " "$OUT/$prefix-tests.txt"
+}

@@ -7,10 +7,7 @@
 #    in 2 segments: a ~2034 MiB room, or the 1034 MiB room and a 1000 MiB block beside it?).
 source benchmarks/gpu_setup.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-timeout 200 python3 -m pytest -q -m cuda tests/test_cuda.py tests/test_borrow.py \
-  tests/test_share.py -s -p no:cacheprovider -o log_level=WARNING --timeout 150 -rfE \
-  --tb=short 2>&1 | grep -v "torch.__trace" > "$OUT/r57-tests.txt"
-grep -E "room |graph pool|passed|failed|^FAILED|^E  " "$OUT/r57-tests.txt"
+cuda_tests_printing r57 200 tests/test_cuda.py tests/test_borrow.py tests/test_share.py
 python3 - <<'PY' 2>&1 | tail -2 | tee "$OUT/r57-explain.txt"
 import torch, fxslots
 torch.manual_seed(0)
