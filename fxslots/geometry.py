@@ -56,6 +56,17 @@ def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
+def row_major(shape: Sequence[Number], stride: Sequence[Number]) -> bool:
+    """Whether ``stride`` is row-major for ``shape``, as expressions: for symbolic sizes, at
+    every shape. A size-1 dimension's stride is free, as torch's contiguity has it."""
+    step: Number = 1
+    for size, st in zip(reversed(shape), reversed(stride), strict=True):
+        if size != 1 and sympy.expand(st - step) != 0:
+            return False
+        step = step * size
+    return True
+
+
 def compact_elements(shape: Sequence[Number], stride: Sequence[Number]) -> Number:
     """Elements a copy of the tensor moves: stride-0 (expanded) dimensions count once."""
     total: Number = sympy.Integer(1) if _symbolic((*shape, *stride)) else 1

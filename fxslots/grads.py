@@ -59,7 +59,7 @@ def deliver(bw: fx.GraphModule, static: list[int], variant: Any, options: Option
                              options.strict)
         return _compiled(d, fencing, example_inputs, what, options)
     d = _with_warm_up(d, bw, variant.accumulate, options)
-    return in_arena.with_overlay(d, saved, variant.plan, options)
+    return in_arena.with_overlay(d, saved, variant.plan, options, variant.binder.hints)
 
 
 def deliver_forward(fw: fx.GraphModule, n: int, device: torch.device, options: Options,

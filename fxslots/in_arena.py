@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from typing import Mapping
 
 import sympy
 import torch.fx as fx
@@ -88,9 +89,11 @@ def _fenceable(plan: ArenaPlan) -> set[int]:
             and isinstance(p.storage_start, (int, sympy.Integer)) and p.storage_start % 16 == 0}
 
 
-def with_overlay(d: Deliver, saved: SavedSet, plan: ArenaPlan, options: Options) -> Deliver:
+def with_overlay(d: Deliver, saved: SavedSet, plan: ArenaPlan, options: Options,
+                 hints: Mapping[sympy.Symbol, int]) -> Deliver:
     """``d`` with what placing its gradients in the slot's arena needs (``fxslots.overlay``),
-    and its temporaries too where they find bytes there (ATen kernels); or ``d`` as it was: the
+    and its temporaries too where they find bytes there (ATen kernels; ``hints``: the value
+    of each shape symbol the runtime binds, at the shape compiled); or ``d`` as it was: the
     option off, or the analysis failing."""
     if not options.grads_in_arena:
         return d
@@ -98,9 +101,10 @@ def with_overlay(d: Deliver, saved: SavedSet, plan: ArenaPlan, options: Options)
                       "they go to the output buffer", options.strict)
     if made is None:
         return d
-    borrowed = or_without(lambda: _with_temporaries(made, d, saved, plan, options.alignment),
-                          "placing the backward's temporaries in the arena",
-                          "they stay in the pool", options.strict)
+    borrowed = or_without(
+        lambda: _with_temporaries(made, d, saved, plan, options.alignment, hints),
+        "placing the backward's temporaries in the arena", "they stay in the pool",
+        options.strict)
     return dataclasses.replace(d, overlay=borrowed or made)
 
 
@@ -133,21 +137,22 @@ def _nbytes(d: Deliver) -> tuple[int, ...]:
 
 
 def _with_temporaries(ov: Overlay, d: Deliver, saved: SavedSet, plan: ArenaPlan,
-                      alignment: int) -> Overlay:
-    """``ov`` with the backward's temporaries that can live in arena bytes at the plan's one
-    shape (``passes/borrow.py``): results computed over a saved input they read last, then
+                      alignment: int, hints: Mapping[sympy.Symbol, int]) -> Overlay:
+    """``ov`` with the backward's temporaries that can live in arena bytes at the shape
+    compiled (``passes/borrow.py``): results computed over a saved input they read last, then
     the temporaries that find bytes the backward has finished reading, and the graph that
-    computes them there; a plan of symbolic shapes keeps its temporaries in the pool (their
-    bytes, and the holes, change with the shape)."""
-    if plan.capacity.free_symbols:
+    computes them there. Of symbolic shapes, the runtime places them again at each shape
+    (``Overlay.at``), and runs that graph only where every one fits; a temporary whose size
+    the runtime cannot evaluate (a symbol it does not bind) stays in the pool."""
+    if not plan.capacity.free_symbols <= set(hints):
         return ov
-    layout = layout_of(plan, {})
+    layout = layout_of(plan, dict(hints))
     base, ov, inplace = _reinplaced(ov, d, saved, plan, layout, alignment)
-    found = borrowable(base)
+    found = [t for t in borrowable(base) if _bound(t.nbytes, layout.values)]
     if not found and not inplace:
         return ov
     trial = dataclasses.replace(ov, temps=tuple(found), graph=base, inplace=tuple(inplace))
-    _, _, at = trial.place_at(layout.groups, layout.nbytes, alignment)
+    _, _, at = trial.at(layout.values).place_at(layout.groups, layout.nbytes, alignment)
     temps = [t for t, off in zip(found, at, strict=True) if off is not None]
     if not temps:
         return dataclasses.replace(trial, temps=()) if inplace else ov
@@ -166,7 +171,8 @@ def _reinplaced(ov: Overlay, d: Deliver, saved: SavedSet, plan: ArenaPlan, layou
     out of the arena than they take out of the pool (a result holds its input's bytes until
     its last read, and a gradient written before then cannot have them: a float32 loss head's
     weight gradient, beside the softmax's gradient over the log-probabilities)."""
-    inplace = reinplaceable(d.graph, _arena_groups(d, saved, plan))
+    inplace = [p for p in reinplaceable(d.graph, _arena_groups(d, saved, plan))
+               if _bound(p.nbytes, layout.values)]
     if not inplace:
         return d.graph, ov, []
     base = observe("reinplace", reinplace, d.graph, inplace,
@@ -175,12 +181,18 @@ def _reinplaced(ov: Overlay, d: Deliver, saved: SavedSet, plan: ArenaPlan, layou
     over = _overlay(base, d, saved, plan)
     displaced = (_grad_bytes_placed(ov, layout, alignment)
                  - _grad_bytes_placed(over, layout, alignment))
-    freed = sum(p.nbytes for p in inplace)
+    freed = sum(p.at(layout.values).nbytes for p in inplace)
     if displaced > freed:
         log.debug("fxslots: results over their saved inputs dropped: %d bytes of them would "
                   "send %d gradient bytes to the output buffer", freed, displaced)
         return d.graph, ov, []
     return base, over, inplace
+
+
+def _bound(nbytes: object, values: Mapping[str, int]) -> bool:
+    """Whether the runtime can evaluate ``nbytes`` from the symbols it binds (``values``)."""
+    return not isinstance(nbytes, sympy.Basic) or {s.name for s in nbytes.free_symbols} <= set(
+        values)
 
 
 def _grad_bytes_placed(ov: Overlay, layout: ViewLayout, alignment: int) -> int:

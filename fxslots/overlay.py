@@ -21,10 +21,12 @@ from one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
-from .geometry import align_up
+import sympy
+
+from .geometry import Number, align_up, evaluate
 
 NEVER = -1  # a span no node of the backward reads: free from its start
 END = 1 << 62  # read by the backward's output (handed out): never free
@@ -38,8 +40,14 @@ class Temporary:
 
     write: int  # the node that computes it
     last_read: int  # the last node that reads it (or a value sharing its bytes)
-    nbytes: int
-    geometry: tuple  # (dtype, shape, stride) of the view it is computed into
+    nbytes: Number  # a sympy expression of shape symbols where the graph's shapes are
+    geometry: tuple  # (dtype, shape, stride) of the view it is computed into, likewise
+
+    def at(self, values: Mapping[str, int]) -> "Temporary":
+        """This temporary at one shape (symbol name -> value)."""
+        dtype, shape, stride = self.geometry
+        return replace(self, nbytes=_at(self.nbytes, values), geometry=(
+            dtype, tuple(_at(x, values) for x in shape), tuple(_at(x, values) for x in stride)))
 
 
 @dataclass(frozen=True)
@@ -51,8 +59,12 @@ class InPlace:
     write: int
     arg: int
     group: int
-    nbytes: int
+    nbytes: Number  # as ``Temporary.nbytes``
     last_read: int  # the last node reading the result, and so its input's group
+
+    def at(self, values: Mapping[str, int]) -> "InPlace":
+        """This result at one shape (symbol name -> value)."""
+        return replace(self, nbytes=_at(self.nbytes, values))
 
 
 @dataclass(frozen=True)
@@ -82,6 +94,15 @@ class Overlay:
         assert (self.graph is None) == (not self.temps and not self.inplace), (
             "temporaries come with their graph")
         assert len({p.group for p in self.inplace}) == len(self.inplace), self.inplace
+
+    def at(self, values: Mapping[str, int]) -> "Overlay":
+        """This overlay at one shape (symbol name -> value): its temporaries' sizes evaluated,
+        as ``place_at`` and ``temp_bytes`` need them. A graph of symbolic shapes runs at many;
+        the runtime asks once per layout."""
+        if all(isinstance(x.nbytes, int) for x in (*self.temps, *self.inplace)):
+            return self
+        return replace(self, temps=tuple(t.at(values) for t in self.temps),
+                       inplace=tuple(p.at(values) for p in self.inplace))
 
     @property
     def temp_bytes(self) -> int:
@@ -182,3 +203,10 @@ def warm_up_peaks(plain: tuple[int, int], twin: tuple[int, int], kept: int, unde
     copied_after = max(plain[0], plain[1] + kept)
     delivering = max(buffer + twin[0], buffer + twin[1] + undelivered)
     return copied_after, delivering
+
+
+def _at(x: Number, values: Mapping[str, int]) -> int:
+    """``x`` with its symbols at ``values`` (by name)."""
+    if isinstance(x, int):
+        return x
+    return evaluate(x, {s: values[s.name] for s in sympy.sympify(x).free_symbols})

@@ -142,7 +142,7 @@ def format_arena_grads(deliver: Any, layout: Any, capacity: int, alignment: int)
     backward."""
     from .overlay import END
 
-    ov = deliver.overlay
+    ov = deliver.overlay.at(layout.values)
     names = [n.name for n in deliver.graph.graph.nodes]
     spans, offsets, temp_offsets = ov.place_at(layout.groups, capacity, alignment)
 

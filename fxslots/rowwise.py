@@ -23,7 +23,9 @@ from typing import Callable
 import torch
 
 from . import _torch
+from .geometry import row_major
 from .routes import out_arguments
+from .sizes import sizes_of
 
 log = logging.getLogger(__name__)
 aten = torch.ops.aten
@@ -42,8 +44,11 @@ def along_rows(op, value: torch.Tensor, dim: int) -> bool:
     """Whether ``op`` (of ``OVER``), run over ``dim`` with result ``value``, may write it over
     the input ``OVER`` names: ``dim`` is the last dimension of a dense tensor, and this torch's
     kernel gives the same bits there (``over_input``)."""
-    return (value.dim() > 0 and dim % value.dim() == value.dim() - 1 and value.is_contiguous()
-            and over_input(op, value.dtype, value.shape[-1], value.device))
+    if value.dim() == 0 or dim % value.dim() != value.dim() - 1:
+        return False
+    _, (_, shape, stride) = sizes_of(value)  # not is_contiguous(): guards on symbolic sizes
+    return (row_major(shape, stride) and isinstance(shape[-1], int)  # a width checked once
+            and over_input(op, value.dtype, shape[-1], value.device))
 
 
 def over_input(op, dtype: torch.dtype, width: int, device: torch.device) -> bool:

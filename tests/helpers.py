@@ -150,9 +150,11 @@ def compiled_twins(make, options=None, dynamic=None):
             torch.compile(ref, backend="aot_eager", dynamic=dynamic))
 
 
-def train_cuda_head_bitwise(make, rows: int, width: int, vocab: int, steps: int = 4) -> Any:
-    """A loss head ``make()`` compiled with fxslots (slots=1) on CUDA, from a fresh fxslots
-    state and an emptied cache, trained beside an eager copy on bfloat16 rows: every step's
+def train_cuda_head_bitwise(make, rows: int | tuple[int, ...], width: int, vocab: int,
+                            steps: int = 4, dynamic: bool | None = None) -> Any:
+    """A loss head ``make()`` compiled with fxslots (slots=1; ``dynamic`` as torch.compile
+    takes it) on CUDA, from a fresh fxslots state and an emptied cache, trained beside an
+    eager copy on bfloat16 rows (a tuple: one count per step, in turn): every step's
     gradients bitwise equal to eager's. Returns the compiled model: while the caller holds it,
     its CUDA graphs and their pool live (a pool dies with its last graph)."""
     fxslots.reset()
@@ -160,10 +162,12 @@ def train_cuda_head_bitwise(make, rows: int, width: int, vocab: int, steps: int 
     torch.manual_seed(0)
     m = make().cuda()
     e = copy.deepcopy(m)
-    c = torch.compile(m, backend="fxslots", options={"slots": 1})
+    c = torch.compile(m, backend="fxslots", dynamic=dynamic, options={"slots": 1})
+    counts = rows if isinstance(rows, tuple) else (rows,)
     for step in range(steps):
-        x = torch.randn(rows, width, device="cuda", dtype=torch.bfloat16)
-        t = torch.randint(0, vocab, (rows,), device="cuda")
+        n = counts[step % len(counts)]
+        x = torch.randn(n, width, device="cuda", dtype=torch.bfloat16)
+        t = torch.randint(0, vocab, (n,), device="cuda")
         c(x, t).backward()
         e(x, t).backward()
         for p, q in zip(m.parameters(), e.parameters(), strict=True):

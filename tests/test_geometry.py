@@ -72,3 +72,11 @@ def test_guarded_samples_keep_to_the_shapes_dynamo_allows():
     never = [sympy.Eq(sympy.Mod(s0, 1000), 999)]
     assert list(g.guarded_symbol_values({s0: (2, 8)}, {s0}, never)) == \
         list(g.symbol_values({s0: (2, 8)}, {s0}))
+
+
+def test_row_major_reads_strides_as_expressions():
+    assert g.row_major((4, 8), (8, 1)) and not g.row_major((4, 8), (1, 4))
+    assert g.row_major((s0, 8), (8, 1)) and g.row_major((s0, s1), (s1, 1))
+    assert not g.row_major((s0, s1), (s1 + 1, 1))  # padded rows: not at every shape
+    assert g.row_major((s0, 1, 8), (8, 99, 1))  # a size-1 dimension's stride is free
+    assert not g.row_major((2, s0), (s0, 2))

@@ -38,6 +38,7 @@ from .. import rowwise
 from ..costs import allocated_bytes
 from ..overlay import END, NEVER, InPlace, Temporary
 from ..schemas import SLOT_META
+from ..sizes import same_geometry, sizes_of
 from .deliver import _out_op, _write_into
 from .lifetimes import last_read, may_return_alias, sharing
 
@@ -52,13 +53,13 @@ def borrowable(gm: fx.GraphModule) -> list[Temporary]:
     pos = {n: i for i, n in enumerate(nodes)}
     found = []
     for i, n in enumerate(nodes):
-        if n.op != "call_function" or may_return_alias(n.target) or _out_op(n, None) is None:
+        if (n.op != "call_function" or may_return_alias(n.target)
+                or _out_op(n, None, symbolic=True) is None):
             continue
-        nbytes, last = allocated_bytes(n), last_read(n, pos)
-        if nbytes < MIN_BYTES or last == END:
+        last = last_read(n, pos)
+        if allocated_bytes(n) < MIN_BYTES or last == END:  # at shape hints
             continue
-        v = n.meta["val"]
-        found.append(Temporary(i, max(last, i), nbytes, (v.dtype, tuple(v.shape), v.stride())))
+        found.append(Temporary(i, max(last, i), *sizes_of(n.meta["val"])))
     return found
 
 
@@ -73,7 +74,7 @@ def borrow_arena(gm: fx.GraphModule, temps: list[Temporary]) -> fx.GraphModule:
             node = nodes[t.write]
             view.meta["val"] = node.meta["val"]
             view.meta[SLOT_META] = f"arena bytes borrowed for temporary {k} ({node.name})"
-            _write_into(graph, node, _out_op(node, None), view, False)
+            _write_into(graph, node, _out_op(node, None, symbolic=True), view, False)
             node.meta[SLOT_META] = f"computed into borrowed arena bytes ({node.target})"
 
     return _twin(gm, rewrite)
@@ -97,7 +98,7 @@ def reinplaceable(gm: fx.GraphModule, groups: Sequence[int | None]) -> list[InPl
     found, taken = [], set()
     for i, n in enumerate(nodes):
         if (n.op != "call_function" or may_return_alias(n.target)  # the kernel check last
-                or allocated_bytes(n) < MIN_BYTES or _out_op(n, None) is None
+                or allocated_bytes(n) < MIN_BYTES or _out_op(n, None, symbolic=True) is None
                 or not _over_input(n)):
             continue
         read = last_read(n, pos)
@@ -106,12 +107,13 @@ def reinplaceable(gm: fx.GraphModule, groups: Sequence[int | None]) -> list[InPl
         for x in dict.fromkeys(x for x in n.args if isinstance(x, fx.Node)):
             a = _whole_of(x)
             g = group_of.get(a)
-            if g is None or g in taken or done[g] != i or not _same_geometry(x, n):
+            if g is None or g in taken or done[g] != i or not same_geometry(
+                    x.meta.get("val"), n.meta.get("val")):
                 continue
             near = sharing(a) | {ph for ph, h in group_of.items() if h == g}
             if any(b in near and b is not x for b in n.all_input_nodes):
                 continue
-            found.append(InPlace(i, args.index(a), g, allocated_bytes(n), read))
+            found.append(InPlace(i, args.index(a), g, sizes_of(n.meta["val"])[0], read))
             taken.add(g)
             break
     return found
@@ -123,7 +125,7 @@ def reinplace(gm: fx.GraphModule, picks: list[InPlace]) -> fx.GraphModule:
         args = [n for n in nodes if n.op == "placeholder"]
         for p in picks:
             node, into = nodes[p.write], args[p.arg]
-            _write_into(graph, node, _out_op(node, None), into, False)
+            _write_into(graph, node, _out_op(node, None, symbolic=True), into, False)
             node.meta[SLOT_META] = (f"computed over the saved bytes of {into.name} "
                                     f"(g{p.group}), read last here ({node.target})")
 
@@ -160,10 +162,3 @@ def _over_input(n: fx.Node) -> bool:
     if n.target not in rowwise.ROWWISE or not isinstance(v, torch.Tensor):
         return False
     return rowwise.along_rows(n.target, v, n.kwargs["dim"] if "dim" in n.kwargs else n.args[2])
-
-
-def _same_geometry(a: fx.Node, n: fx.Node) -> bool:
-    u, v = a.meta.get("val"), n.meta.get("val")
-    return (isinstance(u, torch.Tensor) and isinstance(v, torch.Tensor) and u.dtype == v.dtype
-            and u.device == v.device and tuple(u.shape) == tuple(v.shape)
-            and u.stride() == v.stride())

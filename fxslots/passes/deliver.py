@@ -35,8 +35,10 @@ import torch
 import torch.fx as fx
 
 from .. import _torch, ops
+from ..geometry import row_major
 from ..routes import COPY, find_route, out_arguments, out_kwargs, resolve, updated_arguments
-from ..schemas import SLOT_META
+from ..schemas import SLOT_META, expr
+from ..sizes import sizes_of
 from .accumulate import twin_with_buffers
 from .collect import _layout  # (dense, overlapping): dense is one span the buffer holds exactly
 
@@ -210,15 +212,18 @@ def _base(node: fx.Node) -> fx.Node:
     return node
 
 
-def _out_op(root: fx.Node, extern: Callable[[Any], bool] | None) -> Any:
-    """The out= overload ``root`` can write its buffer with, or None."""
+def _out_op(root: fx.Node, extern: Callable[[Any], bool] | None, symbolic: bool = False
+            ) -> Any:
+    """The out= overload ``root`` can write its buffer with, or None; ``symbolic``: a value
+    of symbolic size qualifies too where it is row-major (a buffer packed at compile time
+    cannot hold one; a view made per shape can)."""
     if not isinstance(root.target, _torch.OpOverload) or not isinstance(
             root.meta.get("val"), torch.Tensor):
         return None
     if extern is not None and not extern(root.target):
         return None  # Inductor's own kernel: it stores the value into the buffer itself
     v = root.meta["val"]
-    if not _static(v) or not _layout(v)[0]:
+    if not (_static(v) or symbolic and _row_major(v)) or not _layout(v)[0]:
         return None
     route = find_route(root.target, v.device.type)
     if route.op is None or route.op == COPY or route.via is not None:
@@ -246,6 +251,13 @@ def _write_into(graph: fx.Graph, root: fx.Node, out_op: Any, buf: fx.Node, induc
 
 def _static(v: torch.Tensor) -> bool:
     return all(isinstance(x, int) for x in (*v.shape, *v.stride(), v.storage_offset()))
+
+
+def _row_major(v: torch.Tensor) -> bool:
+    """Row-major at offset 0 at every shape, read off the sizes' expressions (asking the
+    tensor would add guards on symbolic sizes)."""
+    _, (_, shape, stride) = sizes_of(v)
+    return expr(v.storage_offset()) == 0 and row_major(shape, stride)
 
 
 def _like(v: torch.Tensor) -> torch.Tensor:

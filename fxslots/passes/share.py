@@ -1,5 +1,5 @@
 """Share: a saved log-softmax's input computed in the slot bytes the log-softmax then writes
-over, instead of the CUDA graph pool (ATen kernels, static shapes).
+over, instead of the CUDA graph pool (ATen kernels; symbolic shapes too).
 
 A language model's loss takes the log-softmax of its logits in float32: the forward makes a
 float32 copy of the logits (``_to_copy``), read only by the log-softmax, whose result is saved
@@ -22,6 +22,7 @@ import torch.fx as fx
 from .. import rowwise
 from ..routes import copy_source
 from ..schemas import SLOT_META
+from ..sizes import same_geometry
 from .deliver import _out_op, _write_into
 from .lifetimes import may_return_alias
 
@@ -42,7 +43,7 @@ def share_slot(fw: fx.GraphModule) -> int:
         if src is not None:  # _to_copy is empty + copy_: the same conversion, into the view
             x.target, x.args, x.kwargs = aten.copy_.default, (view, x.args[src]), {}
         else:
-            _write_into(fw.graph, x, _out_op(x, None), view, False)
+            _write_into(fw.graph, x, _out_op(x, None, symbolic=True), view, False)
         x.meta[SLOT_META] = (f"computed in the slot view {view.name} that {n.name} then writes "
                              f"over")
         shared += 1
@@ -61,14 +62,11 @@ def _fits(x, n: fx.Node) -> bool:
     if not isinstance(x, fx.Node) or x.op != "call_function" or len(x.users) != 1:
         return False
     src = copy_source(x.target)
-    if may_return_alias(x.target) or (_out_op(x, None) if src is None else _from(x, src)) is None:
+    if may_return_alias(x.target) or (
+            _out_op(x, None, symbolic=True) if src is None else _from(x, src)) is None:
         return False
-    u, v = x.meta.get("val"), n.meta.get("val")
-    if not (isinstance(u, torch.Tensor) and isinstance(v, torch.Tensor)):
-        return False
-    same = (u.dtype == v.dtype and u.device == v.device and tuple(u.shape) == tuple(v.shape)
-            and u.stride() == v.stride())
-    return (same and not n.args[2]
+    v = n.meta.get("val")
+    return (same_geometry(x.meta.get("val"), v) and not n.args[2]
             and rowwise.along_rows(aten._log_softmax.default, v, n.args[1]))
 
 

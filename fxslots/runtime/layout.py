@@ -43,6 +43,11 @@ class ViewLayout:
         return view_runs(self.views)
 
     @functools.cached_property
+    def values(self) -> dict[str, int]:
+        """Each shape symbol's value here, by name (what ``Overlay.at`` evaluates sizes at)."""
+        return dict(self.key)
+
+    @functools.cached_property
     def host_view_runs(self) -> tuple[tuple, ...]:
         return view_runs(self.host_views)
 
@@ -52,15 +57,19 @@ class SymbolBinder:
 
     def __init__(self, placeholders: Sequence[torch.fx.Node]):
         self.read: dict[sympy.Symbol, Callable[[Sequence[Any]], int]] = {}
+        self.hints: dict[sympy.Symbol, int] = {}  # each symbol's value at the compiled shape
         for i, p in enumerate(placeholders):
             v = p.meta.get("val")
             if isinstance(v, torch.SymInt) and _torch.symbol_of(v) is not None:
-                self.read.setdefault(_torch.symbol_of(v), lambda a, i=i: int(a[i]))
+                self._bind(v, lambda a, i=i: int(a[i]))
             elif isinstance(v, torch.Tensor):
                 for d, s in enumerate(v.shape):
-                    sym = _torch.symbol_of(s)
-                    if sym is not None:
-                        self.read.setdefault(sym, lambda a, i=i, d=d: a[i].shape[d])
+                    self._bind(s, lambda a, i=i, d=d: a[i].shape[d])
+
+    def _bind(self, size: Any, read: Callable[[Sequence[Any]], int]) -> None:
+        sym = _torch.symbol_of(size)
+        if sym is not None and sym not in self.read:
+            self.read[sym], self.hints[sym] = read, _torch.size_hint(size)
 
     def missing(self, exprs: Sequence[sympy.Expr]) -> set[sympy.Symbol]:
         syms = set().union(*(e.free_symbols for e in exprs)) if exprs else set()

@@ -506,14 +506,14 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/test_borrow.py::"
             "test_a_temporary_takes_bytes_last_read_before_its_node_and_gives_them_back",)),
     Mutant("borrowed-view-left-unwritten", "fxslots/passes/borrow.py",
-           "            _write_into(graph, node, _out_op(node, None), view, False)\n",
+           "            _write_into(graph, node, _out_op(node, None, symbolic=True), view, False)\n",
            "",
            "a borrowed temporary is computed into its arena view, not beside it", "cpu",
            ("tests/test_borrow.py::"
             "test_the_twin_computes_each_temporary_into_its_view_and_its_values_are_the_same",)),
     Mutant("reinplace-over-bytes-read-later", "fxslots/passes/borrow.py",
-           "if g is None or g in taken or done[g] != i or not _same_geometry(x, n):",
-           "if g is None or g in taken or not _same_geometry(x, n):",
+           "if g is None or g in taken or done[g] != i or not same_geometry(",
+           "if g is None or g in taken or not same_geometry(",
            "a pointwise result goes over a saved input only where nothing reads that input's "
            "storage group after it", "cpu",
            ("tests/test_borrow.py::test_a_pointwise_op_goes_over_a_saved_input_only_when_nothing_reads_it_after",
@@ -530,8 +530,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "a result the backward returns never goes over slot bytes (the next forward's)",
            "cpu", ("tests/test_borrow.py::test_a_pointwise_op_goes_over_a_saved_input_only_when_nothing_reads_it_after",)),
     Mutant("rowwise-over-any-dimension", "fxslots/rowwise.py",
-           "value.dim() > 0 and dim % value.dim() == value.dim() - 1 and value.is_contiguous()",
-           "value.dim() > 0 and value.is_contiguous()",
+           "if value.dim() == 0 or dim % value.dim() != value.dim() - 1:",
+           "if value.dim() == 0:",
            "a softmax backward goes over its saved output, and a log-softmax over its input, "
            "only along their last dimension, where their kernels read a row before they write "
            "it", "cpu",
@@ -601,6 +601,22 @@ MUTANTS: tuple[Mutant, ...] = (
            "a saved tensor the backward reads through a detach is still its saved input (the "
            "loss head's log-probabilities)", "cpu",
            ("tests/test_borrow.py::test_a_softmax_backward_goes_over_its_saved_output_along_rows_only",)),
+    Mutant("borrow-at-static-shapes-only", "fxslots/in_arena.py",
+           "    if not plan.capacity.free_symbols <= set(hints):\n",
+           "    if plan.capacity.free_symbols:\n",
+           "a variant of symbolic sizes computes its backward's temporaries in the arena too, "
+           "placed again at each shape", "cpu",
+           ("tests/test_borrow.py::"
+            "test_a_dynamic_variant_computes_temporaries_in_the_arena_at_every_shape",
+            "tests/test_borrow.py::"
+            "test_golden_a_dynamic_loss_heads_softmax_backward_goes_over_its_output")),
+    Mutant("placement-kept-across-shapes", "fxslots/runtime/cudagraphs/delivery.py",
+           "        key = (slot.layout.key, slot.nbytes)\n",
+           "        key = (slot.nbytes,)\n",
+           "gradients and temporaries of a variant of symbolic sizes are placed, and their views "
+           "made, at the shape each backward runs at", "cpu",
+           ("tests/test_borrow.py::"
+            "test_a_dynamic_variant_computes_temporaries_in_the_arena_at_every_shape",)),
     Mutant("reinplace-kept-at-any-cost", "fxslots/in_arena.py",
            "    if displaced > freed:\n",
            "    if False:\n",

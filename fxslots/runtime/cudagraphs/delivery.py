@@ -74,7 +74,7 @@ def place_grads(deliver: Any, layout: Any, capacity: int, alignment: int) -> Pla
     """The plan (``overlay.place``) for one layout, as geometry for the views. Temporaries
     borrow arena bytes only where every one of them fits: the graph that computes them there
     takes a view for each."""
-    ov = deliver.overlay
+    ov = deliver.overlay.at(layout.values)
     _, offsets, temp_offsets = ov.place_at(layout.groups, capacity, alignment)
     arena, spans, rest = [], [], []
     for (dtype, _, shape, stride), off, n in zip(deliver.geometry, offsets, ov.nbytes,
@@ -142,7 +142,7 @@ class Deliveries:
                      "%d of %d temporaries' bytes there too", variant.name,
                      sum(placed.in_arena), len(placed.in_arena), placed.arena_bytes,
                      placed.buffer_nbytes, placed.temp_bytes,
-                     variant.deliver.overlay.temp_bytes)
+                     variant.deliver.overlay.at(slot.layout.values).temp_bytes)
         return placed if any(placed.in_arena) else None
 
 

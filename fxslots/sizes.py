@@ -1,0 +1,31 @@
+"""A value's sizes as the planner and the runtime share them: ints, or sympy expressions of
+its symbolic sizes, which the runtime evaluates per shape. Read off the expressions, never
+compared as SymInts: that would add guards on the sizes Dynamo left free."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .geometry import Number, span_elements
+from .schemas import expr
+
+
+def sizes_of(v: torch.Tensor) -> tuple[Number, tuple]:
+    """(bytes, (dtype, shape, stride)) of a value: ints, or sympy expressions where its sizes
+    are symbolic (the runtime evaluates them per shape)."""
+    shape, stride = tuple(map(_exact, v.shape)), tuple(map(_exact, v.stride()))
+    return span_elements(shape, stride) * v.dtype.itemsize, (v.dtype, shape, stride)
+
+
+def same_geometry(u: Any, v: Any) -> bool:
+    """Whether values ``u`` and ``v`` are tensors of one dtype, device, shape and stride, as
+    expressions: comparing symbolic sizes themselves would add guards."""
+    return (isinstance(u, torch.Tensor) and isinstance(v, torch.Tensor) and u.dtype == v.dtype
+            and u.device == v.device and sizes_of(u)[1] == sizes_of(v)[1])
+
+
+def _exact(x: Any) -> Number:
+    e = expr(x)
+    return int(e) if e.is_Integer else e
