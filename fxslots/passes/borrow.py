@@ -11,9 +11,11 @@ its out= kernel (``deliver._write_into``); its readers read that view. Where the
 (and whether this graph runs at all, at a shape where some temporary finds no bytes) is the
 runtime's choice, from ``overlay.Overlay.place_at``.
 
-A temporary here is a single tensor of static shape, dense, on the graph's device, not
-returned and sharing bytes with nothing returned, computed by an op with one out= argument and
-at least ``MIN_BYTES`` large: smaller ones the pool serves from blocks it has anyway.
+A temporary here is a single dense tensor on the graph's device (of symbolic size too, where
+its strides are row-major at every shape: its bytes and view are then expressions, evaluated
+per shape by ``Overlay.at``), not returned and sharing bytes with nothing returned, computed by
+an op with one out= argument and at least ``MIN_BYTES`` large at the shape compiled: smaller
+ones the pool serves from blocks it has anyway.
 
 Before that, ``reinplace`` computes a pointwise op's result over the very bytes of a saved
 tensor it reads last, where both have one geometry: the op reads each element before it writes
