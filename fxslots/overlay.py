@@ -24,9 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
-import sympy
-
-from .geometry import Number, align_up, evaluate
+from .geometry import Number, align_up
+from .sizes import at as _at
 
 NEVER = -1  # a span no node of the backward reads: free from its start
 END = 1 << 62  # read by the backward's output (handed out): never free
@@ -203,10 +202,3 @@ def warm_up_peaks(plain: tuple[int, int], twin: tuple[int, int], kept: int, unde
     copied_after = max(plain[0], plain[1] + kept)
     delivering = max(buffer + twin[0], buffer + twin[1] + undelivered)
     return copied_after, delivering
-
-
-def _at(x: Number, values: Mapping[str, int]) -> int:
-    """``x`` with its symbols at ``values`` (by name)."""
-    if isinstance(x, int):
-        return x
-    return evaluate(x, {s: values[s.name] for s in sympy.sympify(x).free_symbols})

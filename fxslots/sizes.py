@@ -4,11 +4,15 @@ compared as SymInts: that would add guards on the sizes Dynamo left free."""
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import Any, Mapping
 
+import sympy
 import torch
+import torch.fx as fx
 
-from .geometry import Number, span_elements
+from .costs import allocated_bytes
+from .geometry import Number, evaluate, span_elements
 from .schemas import expr
 
 
@@ -29,3 +33,20 @@ def same_geometry(u: Any, v: Any) -> bool:
 def _exact(x: Any) -> Number:
     e = expr(x)
     return int(e) if e.is_Integer else e
+
+
+def at(x: Number, values: Mapping[str, int]) -> int:
+    """``x`` with its symbols at ``values`` (symbol name -> value, ``ViewLayout.values``)."""
+    if isinstance(x, int):
+        return x
+    return evaluate(x, {s: values[s.name] for s in sympy.sympify(x).free_symbols})
+
+
+def bytes_at(node: fx.Node, values: Mapping[str, int] | None) -> int:
+    """``costs.allocated_bytes`` of ``node`` at one shape (``values``), or at shape hints."""
+    if values is None:
+        return allocated_bytes(node)
+    v = node.meta.get("val")
+    return sum(at(math.prod(map(_exact, t.shape)) * t.element_size(), values)
+               for t in (v if isinstance(v, (tuple, list)) else (v,))
+               if isinstance(t, torch.Tensor))

@@ -103,6 +103,29 @@ def test_each_capture_asks_for_the_room_of_the_graphs_a_warm_loop_runs(stand_in_
     assert room.room_for([large]) < allocated_peak(large.backward_graph)[0] + _SLACK
 
 
+def test_a_dynamic_variants_room_is_sized_at_the_largest_shape_it_has_run_at(
+        stand_in_graphs):
+    """``dynamic=True``: one variant of symbolic batch, compiled at 128 rows. Its graphs'
+    shape hints say 128; by the time it captures the loop has run it at 512 too, and the room
+    is sized there, where its backward holds four times the bytes."""
+    _StandInCapturer.rooms = []
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(64, 512), nn.GELU(), nn.Linear(512, 64))
+    c = torch.compile(m, backend="fxslots", options={"slots": 1}, dynamic=True)
+    for step in range(6):
+        c(torch.randn((128, 512)[step % 2], 64)).square().mean().backward()
+        m.zero_grad(set_to_none=True)
+    (region,) = fxslots.regions()
+    (variant,) = region.live_variants()
+    (sym,) = variant.plan.capacity.free_symbols
+    graph = room._backward_captured(variant)
+    at_largest = allocated_peak(graph, {sym.name: 512})[0]
+    assert allocated_peak(graph)[0] < at_largest  # the hints' shape, 128 rows
+    assert room.room_for([variant]) == at_largest + _SLACK
+    assert _StandInCapturer.rooms and set(_StandInCapturer.rooms) <= {at_largest + _SLACK}
+    assert f"backward at {sym.name}=512 holds" in room.describe_room([variant])
+
+
 def test_a_graph_that_cannot_be_sized_makes_no_room():
     """The room is memory saved, never a failed step: sizing that raises gives 0."""
     class Unsized:

@@ -18,12 +18,13 @@ gradient's buffer: no activation a weight gradient reads could lend its bytes.
 from __future__ import annotations
 
 import collections
+from typing import Mapping
 
 import torch.fx as fx
 
 from .. import _torch
-from ..costs import allocated_bytes
 from ..overlay import END, NEVER
+from ..sizes import bytes_at
 
 
 def read_lifetimes(gm: fx.GraphModule | fx.Graph, n_buffers: int
@@ -39,9 +40,11 @@ def read_lifetimes(gm: fx.GraphModule | fx.Graph, n_buffers: int
     return tuple(last_read(p, pos) for p in args), writes
 
 
-def allocated_peak(gm: fx.GraphModule) -> tuple[int, int]:
+def allocated_peak(gm: fx.GraphModule, values: Mapping[str, int] | None = None
+                   ) -> tuple[int, int]:
     """(the most bytes ``gm``'s own allocations hold at once, the bytes they still hold when it
-    returns), running its nodes in order at shape hints, as an uncaptured run does: a value
+    returns), running its nodes in order at shape hints (or at ``values``, symbol name ->
+    value), as an uncaptured run does: a value
     allocates at its node and is freed after its last reader (readers of its aliases count); a
     value that may share bytes with an input (a view, an out= or in-place result, getitem)
     allocates nothing. The inputs' bytes are not counted."""
@@ -51,7 +54,7 @@ def allocated_peak(gm: fx.GraphModule) -> tuple[int, int]:
     live = peak = held = 0
     for i, n in enumerate(nodes):
         nbytes = 0 if n.op != "call_function" or may_return_alias(n.target) else (
-            allocated_bytes(n))
+            bytes_at(n, values))
         if nbytes:
             live += nbytes
             last = last_read(n, pos)

@@ -572,9 +572,16 @@ MUTANTS: tuple[Mutant, ...] = (
            "one room serves all of a model's variants known at the first capture", "cpu",
            ("tests/test_pool_room.py::"
             "test_each_capture_asks_for_the_room_of_the_graphs_a_warm_loop_runs",)),
+    Mutant("room-at-shape-hints", "fxslots/runtime/cudagraphs/room.py",
+           "    return [lay.values for lay in getattr(variant, \"layouts\", {}).values() if lay.values] or [\n        None]\n",
+           "    return [None]\n",
+           "a variant of symbolic sizes has its room sized at the largest shape it has run at, "
+           "not at the shape it was compiled at", "cpu",
+           ("tests/test_pool_room.py::"
+            "test_a_dynamic_variants_room_is_sized_at_the_largest_shape_it_has_run_at",)),
     Mutant("pool-room-option-ignored", "fxslots/runtime/cudagraphs/room.py",
-           " for v in variants if v.ring.options.pool_room\n",
-           " for v in variants\n",
+           "                 if v.ring.options.pool_room for what, g in (\n",
+           "                 for what, g in (\n",
            "options={'pool_room': False} makes no room", "cpu",
            ("tests/test_pool_room.py::test_pool_room_false_asks_for_no_room",)),
     Mutant("room-never-made", POOL,

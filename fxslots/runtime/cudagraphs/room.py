@@ -25,8 +25,9 @@ log = logging.getLogger(__name__)
 def room_for(variants: Any) -> int:
     """The room to make for the captures of ``variants`` (ATen kernels; a model's variants
     known so far, so that one room serves all of them): the most bytes the forward or the
-    backward a warm loop captures of any of them holds at once by its nodes, at shape hints
-    (``lifetimes.allocated_peak``; the forward that writes large outputs into the slot's output
+    backward a warm loop captures of any of them holds at once by its nodes, at every shape
+    the variant has run at (``lifetimes.allocated_peak``; a variant of symbolic sizes was
+    compiled at one, its shape hints; the forward that writes large outputs into the slot's output
     buffer where it has one), plus the cuBLAS workspace and the allocator's 2 MiB rounding.
     Inductor's code is not counted: its allocations are not its nodes'; nor variants whose
     options say ``pool_room=False``."""
@@ -52,12 +53,15 @@ def describe_room(variants: Any) -> str | None:
 
 
 def _largest(variants: Any) -> tuple[int, str] | None:
-    """(bytes, which graph) of the graph a warm loop captures that holds the most at once."""
+    """(bytes, which graph) of the graph a warm loop captures that holds the most at once, at
+    any shape its variant has run at (a variant of symbolic sizes was compiled at one of them,
+    and the loop has run the others: each layout it made says one)."""
     try:
-        sized = [(_peak(g), f"{v.name}'s {what}") for v in variants if v.ring.options.pool_room
-                 for what, g in (
+        sized = [(_peak(g, values), f"{v.name}'s {what}{_at(values)}") for v in variants
+                 if v.ring.options.pool_room for what, g in (
             ("forward", v.runner(Direction.FORWARD, deliver=v.deliver_forward is not None)),
-            ("backward", _backward_captured(v))) if isinstance(g, fx.GraphModule)]
+            ("backward", _backward_captured(v))) if isinstance(g, fx.GraphModule)
+                 for values in _shapes(v)]
     except Exception as e:  # noqa: BLE001 - a room is memory saved, never worth a failed step
         log.info("pool: no room made: the graphs could not be sized (%s: %s)",
                  type(e).__name__, e)
@@ -65,14 +69,27 @@ def _largest(variants: Any) -> tuple[int, str] | None:
     return max(sized, key=lambda s: s[0]) if sized else None
 
 
+def _shapes(variant: Any) -> list[dict[str, int] | None]:
+    """The symbol values of each shape ``variant`` has run at; [None] (its shape hints): none
+    of symbolic size yet, or a variant of one shape."""
+    return [lay.values for lay in getattr(variant, "layouts", {}).values() if lay.values] or [
+        None]
+
+
+def _at(values: dict[str, int] | None) -> str:
+    return "" if values is None else " at " + ", ".join(f"{k}={v}" for k, v in values.items())
+
+
 _PEAKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _peak(gm: fx.GraphModule) -> int:
-    """``allocated_peak`` of ``gm``, once: each capture asks for every variant's."""
-    if gm not in _PEAKS:
-        _PEAKS[gm] = allocated_peak(gm)[0]
-    return _PEAKS[gm]
+def _peak(gm: fx.GraphModule, values: dict[str, int] | None) -> int:
+    """``allocated_peak`` of ``gm`` at one shape, once: each capture asks for every one."""
+    peaks = _PEAKS.setdefault(gm, {})
+    key = None if values is None else tuple(sorted(values.items()))
+    if key not in peaks:
+        peaks[key] = allocated_peak(gm, values)[0]
+    return peaks[key]
 
 
 def _backward_captured(variant: Any) -> Any:
