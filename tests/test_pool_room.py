@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import sympy
 import torch
 from torch import nn
 from torch.fx.experimental.proxy_tensor import make_fx
@@ -169,3 +170,14 @@ def test_pool_room_false_asks_for_no_room(stand_in_graphs):
     assert _StandInCapturer.rooms == [0, 0]
     text = str(fxslots.explain(m, torch.randn(256, 64), pool_room=False))
     assert "CUDA graph pool" not in text
+
+
+def test_a_size_the_layout_does_not_bind_is_taken_at_its_hint():
+    """A graph with a size of a symbol the layout does not bind (a data-dependent one, say)
+    is sized at its shape hints, as before, rather than losing the whole room; one it binds
+    is sized there."""
+    gm = make_fx(_f, tracing_mode="symbolic")(torch.zeros(32, 32))  # one symbol, both sizes
+    (sym,) = {s for n in gm.graph.find_nodes(op="placeholder") for x in n.meta["val"].shape
+              for s in sympy.sympify(_torch.sym_expr(x)).free_symbols}
+    assert room._peak(gm, {"u0": 64}) == allocated_peak(gm)[0] == 2 * 32 * 32 * 4
+    assert room._peak(gm, {sym.name: 64}) == 2 * 64 * 64 * 4

@@ -88,7 +88,10 @@ def _peak(gm: fx.GraphModule, values: dict[str, int] | None) -> int:
     peaks = _PEAKS.setdefault(gm, {})
     key = None if values is None else tuple(sorted(values.items()))
     if key not in peaks:
-        peaks[key] = allocated_peak(gm, values)[0]
+        try:
+            peaks[key] = allocated_peak(gm, values)[0]
+        except KeyError:  # a size of a symbol the layout does not bind (data-dependent)
+            peaks[key] = allocated_peak(gm)[0]
     return peaks[key]
 
 
