@@ -25,7 +25,8 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from bench_plan import MODELS  # noqa: E402
-from bench_work import Workload, compile_case, make_step, mark_for, with_zero_grad  # noqa: E402
+from bench_work import (Workload, compile_case, make_step, mark_for,  # noqa: E402
+                        steps_per_pass, with_zero_grad)
 
 GIB = 2**30
 _OURS = ("fxslots/", "benchmarks/", "examples/", "torch/autograd/", "torch/_functorch/")
@@ -126,7 +127,10 @@ def main() -> None:
     ap.add_argument("--schedule", default="accum")
     ap.add_argument("--backend", default="fxslots")
     ap.add_argument("--options", default="{}", help="fxslots options, as JSON")
-    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--steps", type=int, default=None,
+                    help="default: two passes over the variants and two steps more, the steady "
+                         "state (heavy's four variants need 10: its arena grows at the fourth "
+                         "step and the first captures go stale, run 58b)")
     ap.add_argument("--seq", type=int, default=None, help="one sequence length (the offload "
                     "part's runs): default, the model's variants")
     ap.add_argument("--out", default="footprint-out")
@@ -137,7 +141,7 @@ def main() -> None:
     run = with_zero_grad(make_step(a.schedule, work, mark_for(a.backend)), work.model,
                          a.schedule)
     marks = []
-    for k in range(a.steps):
+    for k in range(a.steps or 2 * steps_per_pass(a.schedule, work) + 2):
         run(f, k)
         torch.cuda.synchronize()
         marks.append(sum(len(t) for t in torch.cuda.memory._snapshot()["device_traces"]))
