@@ -23,9 +23,9 @@ from typing import Callable
 import torch
 
 from . import _torch
-from .geometry import row_major
 from .routes import out_arguments
-from .sizes import sizes_of
+from .schemas import expr
+from .sizes import rows_dense
 
 log = logging.getLogger(__name__)
 aten = torch.ops.aten
@@ -46,9 +46,9 @@ def along_rows(op, value: torch.Tensor, dim: int) -> bool:
     kernel gives the same bits there (``over_input``)."""
     if value.dim() == 0 or dim % value.dim() != value.dim() - 1:
         return False
-    _, (_, shape, stride) = sizes_of(value)  # not is_contiguous(): guards on symbolic sizes
-    return (row_major(shape, stride) and isinstance(shape[-1], int)  # a width checked once
-            and over_input(op, value.dtype, shape[-1], value.device))
+    width = expr(value.shape[-1])
+    return (rows_dense(value) and width.is_Integer  # a width checked once, not a symbol
+            and over_input(op, value.dtype, int(width), value.device))
 
 
 def over_input(op, dtype: torch.dtype, width: int, device: torch.device) -> bool:

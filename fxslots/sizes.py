@@ -12,7 +12,7 @@ import torch
 import torch.fx as fx
 
 from .costs import allocated_bytes
-from .geometry import Number, evaluate, span_elements
+from .geometry import Number, evaluate, row_major, span_elements
 from .schemas import expr
 
 
@@ -21,6 +21,13 @@ def sizes_of(v: torch.Tensor) -> tuple[Number, tuple]:
     are symbolic (the runtime evaluates them per shape)."""
     shape, stride = tuple(map(_exact, v.shape)), tuple(map(_exact, v.stride()))
     return span_elements(shape, stride) * v.dtype.itemsize, (v.dtype, shape, stride)
+
+
+def rows_dense(v: torch.Tensor) -> bool:
+    """Whether ``v``'s strides are row-major for its sizes at every shape
+    (``geometry.row_major`` on the expressions; ``is_contiguous()`` would add guards)."""
+    _, (_, shape, stride) = sizes_of(v)
+    return row_major(shape, stride)
 
 
 def same_geometry(u: Any, v: Any) -> bool:

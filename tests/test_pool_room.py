@@ -38,6 +38,7 @@ class _Variant:
         self.deliver_forward = None if outputs_delivered is None else SimpleNamespace()
         self.name = "v0"
         self.ring = SimpleNamespace(options=fxslots.Options(pool_room=pool_room))
+        self.layouts = {}  # the shapes it has run at: none (sized at its graphs' hints)
 
     def runner(self, direction, deliver=False):
         if direction is Direction.FORWARD:

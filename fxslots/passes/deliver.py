@@ -35,10 +35,9 @@ import torch
 import torch.fx as fx
 
 from .. import _torch, ops
-from ..geometry import row_major
 from ..routes import COPY, find_route, out_arguments, out_kwargs, resolve, updated_arguments
 from ..schemas import SLOT_META, expr
-from ..sizes import sizes_of
+from ..sizes import rows_dense
 from .accumulate import twin_with_buffers
 from .collect import _layout  # (dense, overlapping): dense is one span the buffer holds exactly
 
@@ -254,10 +253,8 @@ def _static(v: torch.Tensor) -> bool:
 
 
 def _row_major(v: torch.Tensor) -> bool:
-    """Row-major at offset 0 at every shape, read off the sizes' expressions (asking the
-    tensor would add guards on symbolic sizes)."""
-    _, (_, shape, stride) = sizes_of(v)
-    return expr(v.storage_offset()) == 0 and row_major(shape, stride)
+    """Row-major at offset 0 at every shape."""
+    return expr(v.storage_offset()) == 0 and rows_dense(v)
 
 
 def _like(v: torch.Tensor) -> torch.Tensor:

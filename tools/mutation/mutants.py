@@ -573,7 +573,7 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/test_pool_room.py::"
             "test_each_capture_asks_for_the_room_of_the_graphs_a_warm_loop_runs",)),
     Mutant("room-at-shape-hints", "fxslots/runtime/cudagraphs/room.py",
-           "    return [lay.values for lay in getattr(variant, \"layouts\", {}).values() if lay.values] or [\n        None]\n",
+           "    return [lay.values for lay in variant.layouts.values() if lay.values] or [None]\n",
            "    return [None]\n",
            "a variant of symbolic sizes has its room sized at the largest shape it has run at, "
            "not at the shape it was compiled at", "cpu",

@@ -57,7 +57,7 @@ def _largest(variants: Any) -> tuple[int, str] | None:
     any shape its variant has run at (a variant of symbolic sizes was compiled at one of them,
     and the loop has run the others: each layout it made says one)."""
     try:
-        sized = [(_peak(g, values), f"{v.name}'s {what}{_at(values)}") for v in variants
+        sized = [(_peak(g, values), f"{v.name}'s {what}{_where(values)}") for v in variants
                  if v.ring.options.pool_room for what, g in (
             ("forward", v.runner(Direction.FORWARD, deliver=v.deliver_forward is not None)),
             ("backward", _backward_captured(v))) if isinstance(g, fx.GraphModule)
@@ -72,11 +72,10 @@ def _largest(variants: Any) -> tuple[int, str] | None:
 def _shapes(variant: Any) -> list[dict[str, int] | None]:
     """The symbol values of each shape ``variant`` has run at; [None] (its shape hints): none
     of symbolic size yet, or a variant of one shape."""
-    return [lay.values for lay in getattr(variant, "layouts", {}).values() if lay.values] or [
-        None]
+    return [lay.values for lay in variant.layouts.values() if lay.values] or [None]
 
 
-def _at(values: dict[str, int] | None) -> str:
+def _where(values: dict[str, int] | None) -> str:
     return "" if values is None else " at " + ", ".join(f"{k}={v}" for k, v in values.items())
 
 
