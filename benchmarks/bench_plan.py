@@ -18,17 +18,23 @@ MODELS: dict[str, dict[str, Any]] = {
     "launch-bound": dict(kind="mlp", H=1024, layers=24, batch=1, seqs=MLP_SEQS),
     "llama-small": dict(kind="llama", size="llama-small", batch=2, seqs=(256, 512)),
     "llama-large": dict(kind="llama", size="llama-large", batch=4, seqs=(1024, 2048)),
+    # llama-small with each block under activation checkpointing (SDPA, a random op, in each)
+    "llama-small-ckpt": dict(kind="llama", size="llama-small", batch=2, seqs=(256, 512),
+                             checkpoint=True),
 }
 SMOKE_MODELS: dict[str, dict[str, Any]] = {  # same code paths, tiny, on CPU
     "heavy": dict(kind="mlp", H=64, layers=2, batch=2, seqs=(8, 16, 24, 32)),
     "launch-bound": dict(kind="mlp", H=32, layers=4, batch=1, seqs=(8, 16, 24, 32)),
     "llama-small": dict(kind="llama", size="llama-tiny", batch=2, seqs=(16, 32)),
     "llama-large": dict(kind="llama", size="llama-tiny", batch=1, seqs=(32, 64)),
+    "llama-small-ckpt": dict(kind="llama", size="llama-tiny", batch=2, seqs=(16, 32),
+                             checkpoint=True),
 }
 WARMUP_SEQS = tuple(range(128, 2049, 128))  # 16 variants of the launch-bound MLP
 SMOKE_WARMUP_SEQS = tuple(range(8, 129, 8))
 OFFLOAD_SEQ = {"heavy": 2048, "llama-small": 512}
-DEFAULT_MODELS = {"speed": tuple(MODELS), "host": ("launch-bound", "llama-small"),
+DEFAULT_MODELS = {"speed": ("heavy", "launch-bound", "llama-small", "llama-large"),
+                  "host": ("launch-bound", "llama-small"),
                   "warmup": ("launch-bound",), "offload": ("heavy", "llama-small"),
                   "compile": ("llama-small",)}
 CUDA_ONLY = {"inductor": "Inductor's CUDA kernels", "reduce-overhead": "CUDA graph trees",
@@ -209,7 +215,8 @@ COMPILE_S = {"mlp": {"eager": 0, "aot_eager": 3, "fxslots": 5, "inductor": 15,
                      "reduce-overhead": 15},
              "llama": {"eager": 0, "aot_eager": 15, "fxslots": 25, "inductor": 80,
                        "reduce-overhead": 80}}
-STEP_MS = {"heavy": 7.0, "launch-bound": 4.0, "llama-small": 35.0, "llama-large": 45.0}
+STEP_MS = {"heavy": 7.0, "launch-bound": 4.0, "llama-small": 35.0, "llama-large": 45.0,
+           "llama-small-ckpt": 45.0}
 WARMUP_S = {"fxslots": 10.0, "reduce-overhead": 15.0}
 STATIC_WARMUP_S = 55.0  # reduce-overhead, dynamic=False: one compile per variant
 MICROBATCHES = {"sequential": 1, "accum": 1, "1f1b": 4, "ffffbbbb": 4}

@@ -27,9 +27,12 @@ def build_model(cfg: dict, device: torch.device) -> torch.nn.Module:
                 layers += [torch.nn.Linear(cfg["H"], cfg["H"], bias=False), torch.nn.GELU()]
             model: torch.nn.Module = torch.nn.Sequential(*layers)
         else:
+            import dataclasses
+
             from examples.llama import SIZES, Llama
 
-            model = Llama(SIZES[cfg["size"]])
+            model = Llama(dataclasses.replace(SIZES[cfg["size"]],
+                                              checkpoint=cfg.get("checkpoint", False)))
     return model.to(dtype=torch.bfloat16)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -50,6 +51,8 @@ def run_case(case: str, size: str, batch: int, seqs: list[int], options: dict,
         f = m
     elif case == "inductor":
         f = torch.compile(m)
+    elif case == "reduce-overhead":
+        f = torch.compile(m, mode="reduce-overhead")
     elif case == "aot_eager":
         f = torch.compile(m, backend="aot_eager")
     else:  # "fxslots" runs without CUDA graphs, so each kernel has its op; "fxslots+graphs" with
@@ -68,17 +71,24 @@ def run_case(case: str, size: str, batch: int, seqs: list[int], options: dict,
             step(s)
     torch.cuda.synchronize()
     times = []
-    for _ in range(7):
-        t0 = time.perf_counter()
-        step(seqs[-1])
-        torch.cuda.synchronize()
-        times.append((time.perf_counter() - t0) * 1e3)
-    acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
-    with torch.profiler.profile(activities=acts) as prof:
-        for _ in range(3):
-            with torch.profiler.record_function("fxslots_profiled_step"):
-                step(seqs[-1])
-                torch.cuda.synchronize()
+    with Clocks() as clocks:
+        for _ in range(7):
+            t0 = time.perf_counter()
+            step(seqs[-1])
+            torch.cuda.synchronize()
+            times.append((time.perf_counter() - t0) * 1e3)
+        acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+        with torch.profiler.profile(activities=acts, record_shapes=True) as prof:
+            for _ in range(3):
+                with torch.profiler.record_function("fxslots_profiled_step"):
+                    # The forward's kernels end before the backward starts, so each kernel's phase
+                    # is the host window it ran in
+                    with torch.profiler.record_function("fxslots_forward"):
+                        loss = f(*data[seqs[-1]])
+                        torch.cuda.synchronize()
+                    loss.backward()
+                    m.zero_grad(set_to_none=True)
+                    torch.cuda.synchronize()
     ops = {}
     for e in prof.key_averages():
         dev = getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0)
@@ -87,16 +97,115 @@ def run_case(case: str, size: str, batch: int, seqs: list[int], options: dict,
     kernels = {}
     for e in prof.key_averages():
         dev = getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0)
-        if dev and not e.key.startswith("aten::") and e.device_type.name == "CUDA":
+        if dev and not e.key.startswith("aten::") and e.device_type.name == "CUDA" \
+                and not is_annotation(e.key):
             kernels[e.key[:90]] = {"us_per_step": dev / 3, "calls_per_step": e.count / 3}
+    return {"case": case, "families": families_of(kernels), "idle": idle_time(prof),
+            "ms_median": statistics.median(times), "ms_spread": [min(times), max(times)],
+            "ops": ops, "kernels": kernels, "phases": phase_kernels(prof),
+            "matmuls": matmul_shapes(prof), "peak_gib": torch.cuda.max_memory_allocated() / 2**30,
+            "clocks": clocks.summary()}
+
+
+class Clocks:
+    """The SM clock and board power, sampled every 2 ms from NVML while the timed steps run:
+    a kernel runs longer at a lower clock, and a GPU that idles less draws more power and may
+    clock lower (a per-kernel comparison of two backends is only fair at equal clocks)."""
+
+    def __enter__(self):
+        import threading
+
+        self.samples: list[tuple[int, int]] = []
+        self.stop = threading.Event()
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            handle = pynvml.nvmlDeviceGetHandleByIndex(torch_device_index())
+        except Exception:  # no NVML: no figures, the profile goes on
+            return self
+
+        def sample():
+            while not self.stop.wait(0.002):
+                self.samples.append((pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
+                                     pynvml.nvmlDeviceGetPowerUsage(handle)))
+
+        self.thread = threading.Thread(target=sample, daemon=True)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        if hasattr(self, "thread"):
+            self.thread.join()
+
+    def summary(self) -> dict:
+        if not self.samples:
+            return {}
+        mhz, mw = zip(*self.samples, strict=True)
+        return {"sm_mhz_median": statistics.median(mhz), "sm_mhz_min": min(mhz),
+                "watts_median": statistics.median(mw) / 1e3, "samples": len(mhz)}
+
+
+def torch_device_index() -> int:
+    import torch
+
+    return torch.cuda.current_device()
+
+
+MARKERS = ("fxslots_profiled_step", "fxslots_forward")
+
+
+def is_annotation(name: str) -> bool:
+    """A span the profiler puts on the device's timeline for a ``record_function`` or a
+    compiled graph's call: it covers kernels and the gaps between them, it is no device work
+    (run 60a's first tables counted them)."""
+    return name.startswith("## ") or name in MARKERS
+
+
+def families_of(kernels: dict) -> dict:
     families: dict[str, dict] = {}
     for name, k in kernels.items():
-        f = families.setdefault(family(name), {"us_per_step": 0.0, "calls_per_step": 0.0})
-        f["us_per_step"] += k["us_per_step"]
-        f["calls_per_step"] += k["calls_per_step"]
-    return {"case": case, "families": families, "idle": idle_time(prof), "ms_median": statistics.median(times),
-            "ms_spread": [min(times), max(times)], "ops": ops, "kernels": kernels,
-            "peak_gib": torch.cuda.max_memory_allocated() / 2**30}
+        if not is_annotation(name):
+            f = families.setdefault(family(name), {"us_per_step": 0.0, "calls_per_step": 0.0})
+            f["us_per_step"] += k["us_per_step"]
+            f["calls_per_step"] += k["calls_per_step"]
+    return families
+
+
+def phase_kernels(prof) -> dict:
+    """Device time per kernel (and per family) in the forward and in the backward of a profiled
+    step: a device event belongs to the forward when it starts inside a forward's host window
+    (the profiled steps synchronize before their backward)."""
+    events = kineto_events(prof)
+    windows = [(t0, t1) for name, dev, t0, t1 in events
+               if name == "fxslots_forward" and dev == "CPU"]
+    steps = [(t0, t1) for name, dev, t0, t1 in events
+             if name == "fxslots_profiled_step" and dev == "CPU"]
+    out: dict = {"forward": {}, "backward": {}}
+    n = max(len(steps), 1)
+    for name, dev, t0, t1 in events:
+        if dev != "CUDA" or not any(s0 <= t0 < s1 for s0, s1 in steps):
+            continue
+        phase = "forward" if any(w0 <= t0 < w1 for w0, w1 in windows) else "backward"
+        # Inductor numbers its kernels per graph: the same kernel is named alike without it
+        key = re.sub(r"_\d+$", "", name[:90]) if name.startswith("triton_") else name[:90]
+        row = out[phase].setdefault(key, {"us_per_step": 0.0, "calls_per_step": 0.0})
+        row["us_per_step"] += (t1 - t0) / 1e3 / n
+        row["calls_per_step"] += 1 / n
+    return out
+
+
+def matmul_shapes(prof) -> dict:
+    """Device time of each matrix product by its input shapes (ops run outside CUDA graphs
+    only: a captured graph's kernels have no op)."""
+    rows = {}
+    for e in prof.key_averages(group_by_input_shape=True):
+        dev = getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0)
+        if dev and e.key in ("aten::mm", "aten::addmm", "aten::bmm", "fxslots::mm_into"):
+            rows[f"{e.key} {e.input_shapes}"[:120]] = {"us_per_step": dev / 3,
+                                                      "calls_per_step": e.count / 3}
+    return rows
 
 
 # Kernel names differ between compiled graphs (Inductor numbers its kernels), so two backends are
@@ -115,13 +224,27 @@ def family(kernel: str) -> str:
     return next((f for f, keys in FAMILIES if any(w in k for w in keys)), "other")
 
 
+def kineto_events(prof) -> list[tuple[str, str, int, int]]:
+    """(name, device type, start ns, end ns) of each event with a duration. A device event is
+    work the device did (kernels, copies, memsets), never a user annotation: the profiler
+    puts one on the device's timeline for each ``record_function`` and compiled graph, spanning
+    the kernels and the gaps between them (run 60a counted them as device work)."""
+    out = []
+    for e in prof.profiler.kineto_results.events():
+        device = e.device_type().name
+        annotation = getattr(e, "is_user_annotation", lambda: False)() or is_annotation(e.name())
+        if e.duration_ns() > 0 and not (device == "CUDA" and annotation):
+            out.append((e.name(), device, e.start_ns(), e.end_ns()))
+    return out
+
+
 def idle_time(prof, top: int = 12) -> dict:
     """Where the device waits within a profiled step: its busy time (the union of kernels,
-    device copies and memsets; not host-link copies) against the step's wall time, and the longest idle gaps, each with
+    device copies and memsets; not host-link copies) against the step's wall time, and the
+    longest idle gaps, each with
     the host calls under way while the device waited (what the device waited for)."""
     # Kineto's events: name, device_type, start_ns and end_ns are methods.
-    events = [(e.name(), e.device_type().name, e.start_ns(), e.end_ns())
-              for e in prof.profiler.kineto_results.events() if e.duration_ns() > 0]
+    events = kineto_events(prof)
     steps = [(t0, t1) for name, dev, t0, t1 in events
              if name == "fxslots_profiled_step" and dev == "CPU"]
     # Host-link copies run beside compute on side streams when offloading: not compute time
@@ -178,7 +301,8 @@ def idle_table(r: dict) -> str:
     return "\n".join(lines)
 
 
-def diff_table(base: dict, other: dict, key: str, top: int = 20) -> str:
+def diff_table(base: dict, other: dict, key: str, top: int = 20,
+               cases: tuple[str, str] | None = None) -> str:
     names = set(base[key]) | set(other[key])
     rows = []
     for n in names:
@@ -186,8 +310,11 @@ def diff_table(base: dict, other: dict, key: str, top: int = 20) -> str:
         b = other[key].get(n, {"us_per_step": 0.0, "calls_per_step": 0})
         rows.append((b["us_per_step"] - a["us_per_step"], n, a, b))
     rows.sort(key=lambda r: -abs(r[0]))
-    lines = [f"{'delta us':>10} {base['case'] + ' us':>12} {other['case'] + ' us':>14} "
+    b_name, o_name = cases or (base["case"], other["case"])
+    lines = [f"{'delta us':>10} {b_name + ' us':>12} {o_name + ' us':>14} "
              f"{'calls b/o':>11}  name"]
+    lines.append(f"{'total':>10} {sum(r[2]['us_per_step'] for r in rows):>12.0f} "
+                 f"{sum(r[3]['us_per_step'] for r in rows):>14.0f}")
     for d, n, a, b in rows[:top]:
         lines.append(f"{d:>10.0f} {a['us_per_step']:>12.0f} {b['us_per_step']:>14.0f} "
                      f"{a['calls_per_step']:>5.0f}/{b['calls_per_step']:<5.0f}  {n}")
@@ -204,9 +331,16 @@ def main() -> None:
     ap.add_argument("--base", default="eager", help="the case the others are compared with")
     ap.add_argument("--out", default=".")
     ap.add_argument("--code-dir", help="write Inductor's code of fxslots' graphs there, per case")
+    ap.add_argument("--logs-dir", help="write each case's stderr there, with TORCH_LOGS="
+                                       "output_code: the code Inductor generated, per case")
+    ap.add_argument("--from-json", help="print the tables of a run's kernels-*.json again")
     ap.add_argument("--case", help=argparse.SUPPRESS)
     a = ap.parse_args()
     seqs = [int(s) for s in a.seqs.split(",")]
+    if a.from_json:
+        with open(a.from_json) as fh:
+            report(json.load(fh), a.base)
+        return
     if a.case:
         print(json.dumps(run_case(a.case, a.size, a.batch, seqs, json.loads(a.options),
                                   a.code_dir)))
@@ -216,21 +350,43 @@ def main() -> None:
         p = subprocess.run([sys.executable, __file__, "--case", case, "--size", a.size,
                             "--batch", str(a.batch), "--seqs", a.seqs, "--options", a.options]
                            + (["--code-dir", a.code_dir] if a.code_dir else []),
-                           capture_output=True, text=True, timeout=500)
+                           capture_output=True, text=True, timeout=500,
+                           env={**os.environ, "TORCH_LOGS": "output_code"} if a.logs_dir else None)
+        if a.logs_dir:
+            os.makedirs(a.logs_dir, exist_ok=True)
+            name = "".join(c if c.isalnum() else "_" for c in case)
+            with open(os.path.join(a.logs_dir, f"log-{name}.txt"), "w") as fh:
+                fh.write(p.stderr)
         line = [x for x in p.stdout.splitlines() if x.startswith("{")]
         if not line:
             print(f"{case}: failed\n{p.stderr[-2000:]}")
             continue
-        results[case] = json.loads(line[-1])
-        r = results[case]
-        print(f"{case}: {r['ms_median']:.2f} ms/step (spread {r['ms_spread'][0]:.2f}-"
-              f"{r['ms_spread'][1]:.2f}), peak {r['peak_gib']:.2f} GiB", flush=True)
+        # A case named twice runs twice (before and after the others: drift of the machine)
+        key = case if case not in results else f"{case} again"
+        results[key] = r = {**json.loads(line[-1]), "case": key}
+        c = r.get("clocks") or {}
+        print(f"{key}: {r['ms_median']:.2f} ms/step (spread {r['ms_spread'][0]:.2f}-"
+              f"{r['ms_spread'][1]:.2f}), peak {r['peak_gib']:.2f} GiB, SM clock "
+              f"{c.get('sm_mhz_median', '-')} MHz (min {c.get('sm_mhz_min', '-')}), "
+              f"{c.get('watts_median', 0):.0f} W", flush=True)
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, f"kernels-{a.size}.json"), "w") as fh:
         json.dump(results, fh)
+    report(results, a.base)
+
+
+def report(results: dict, base: str) -> None:
+    """The tables of a run, from its results (as the JSON holds them: ``--from-json``)."""
     for r in results.values():
+        r["kernels"] = {k: v for k, v in r["kernels"].items() if not is_annotation(k)}
+        r["families"] = families_of(r["kernels"])
+        for phase in ("forward", "backward"):
+            kernels = r.get("phases", {}).get(phase, {})
+            r.setdefault("phases", {})[phase] = {k: v for k, v in kernels.items()
+                                                 if not is_annotation(k)}
+            r["phases"][phase + " families"] = families_of(r["phases"][phase])
         print("\n" + idle_table(r))
-    base = a.base if a.base in results else next(iter(results), None)
+    base = base if base in results else next(iter(results), None)
     for case in results:
         if case != base:
             print(f"\n== kernel families, {case} against {base} (device us per step) ==")
@@ -239,7 +395,12 @@ def main() -> None:
             print(diff_table(results[base], results[case], "ops"))
             print(f"\n== kernels, {case} against {base} ==")
             print(diff_table(results[base], results[case], "kernels", 15))
-
+            print(f"\n== matrix products by shape, {case} against {base} ==")
+            print(diff_table(results[base], results[case], "matmuls", 30))
+            for phase in ("forward families", "backward families", "forward", "backward"):
+                print(f"\n== {phase}, {case} against {base} (device us per step) ==")
+                print(diff_table(results[base]["phases"], results[case]["phases"], phase, 25,
+                                 (base, case)))
 
 if __name__ == "__main__":
     main()

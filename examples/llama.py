@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,7 @@ class LlamaConfig:
     ffn: int = 2048
     vocab: int = 8192
     max_seq: int = 2048
+    checkpoint: bool = False  # activation checkpointing: each block recomputed in backward
 
 
 SIZES = {
@@ -107,7 +109,10 @@ class Llama(nn.Module):
         x = self.embed(tokens)
         cos, sin = self.cos[:s].to(x.dtype), self.sin[:s].to(x.dtype)
         for block in self.blocks:
-            x = block(x, cos, sin)
+            if self.cfg.checkpoint:
+                x = checkpoint(block, x, cos, sin, use_reentrant=False)
+            else:
+                x = block(x, cos, sin)
         logits = self.head(self.norm(x))
         return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
 

@@ -63,9 +63,11 @@ def is_host_scalar(node) -> bool:
         return False
     if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
         return False
-    return all(isinstance(v := a.meta.get("val"), torch.Tensor) and v.dim() == 0
-               and v.device.type == "cpu" for a in node.all_input_nodes
-               if isinstance(a.meta.get("val"), torch.Tensor))
+    # An output of an op with several (nll_loss's total weight) is computed from that op's
+    # inputs: recomputing it recomputes the op, which min-cut cannot (a partition error)
+    return all(not isinstance(v := a.meta.get("val"), (tuple, list)) and (
+        not isinstance(v, torch.Tensor) or (v.dim() == 0 and v.device.type == "cpu"))
+        for a in node.all_input_nodes)
 
 
 RECOMPUTE: dict[str, Callable[[Any], bool]] = {

@@ -100,7 +100,10 @@ def build(family: str, checkpointing: bool = False, dropout: float = 0.1) -> nn.
     if checkpointing:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # transformers' deprecation notes
-            model.m.activation_checkpointing_enable({"use_reentrant": False})
+            # transformers 5.25's name; older releases (the GPU machine's) have the other
+            enable = getattr(model.m, "activation_checkpointing_enable", None) \
+                or model.m.gradient_checkpointing_enable
+            enable({"use_reentrant": False})
         # transformers 5.25 warns through a logger (a graph break) when a checkpointed model
         # keeps its KV cache on; training never uses it. T5's decoder has a config of its own.
         for mod in model.m.modules():

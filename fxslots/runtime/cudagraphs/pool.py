@@ -146,6 +146,7 @@ class CudaCapturer:
     def _capture(self, gm: Any, args: list[Any], keep: bool, room: int) -> tuple[Any, Any]:
         self.synchronize()
         graph = torch.cuda.CUDAGraph(keep_graph=keep)
+        register_generators(graph, args, self.device)
         tracker = NodeTracker(gm) if isinstance(gm, fx.GraphModule) else _Call(gm)
         pool = shared_pool(self.device)
         stream = torch.cuda.current_stream(self.device)
@@ -184,6 +185,19 @@ class CudaCapturer:
             go_without(f"memset nodes as kernel nodes on {self.device}: {reason}; they stay "
                        f"memset nodes (options={{'memsets': 'nodes'}} keeps them so without "
                        f"trying)", self.options.strict)
+
+
+def register_generators(graph: torch.cuda.CUDAGraph, args: list[Any],
+                        device: torch.device) -> None:
+    """Register with ``graph`` the generators among its arguments: activation checkpointing
+    hands each checkpointed random op's forward and backward a generator of their own (graph-
+    safe RNG functionalization, on by default on CUDA), and a random op drawing from one must
+    find it registered, so that each replay reads its current seed and offset and advances it
+    (a replay draws fresh numbers; the backward's recompute draws what its forward drew), as
+    CUDA graph trees do (``CUDAGraphNode._record``)."""
+    with torch.cuda.device(device):
+        for generator in (a for a in args if isinstance(a, torch.Generator)):
+            graph.register_generator_state(generator)
 
 
 @contextlib.contextmanager

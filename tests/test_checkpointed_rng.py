@@ -1,0 +1,111 @@
+"""Random ops inside activation checkpointing, on CUDA, through real CUDA graphs.
+
+On CUDA, AOTAutograd hands each checkpointed random op's forward and backward a generator of
+their own (graph-safe RNG functionalization): the backward's recompute must draw what its own
+forward drew, with several forwards in flight and backwards in any order, and each replay must
+draw fresh numbers. SDPA's kernels are random ops too (tagged so, whatever their dropout), so
+every checkpointed attention block takes this path.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+import fxslots
+from tests.helpers import schedule_ffbb, schedule_reverse
+
+pytestmark = pytest.mark.cuda
+
+P = 0.5
+
+
+class CheckpointedDropout(nn.Module):
+    def __init__(self, width: int = 64):
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = nn.Linear(width, width)
+
+    def forward(self, x):
+        return checkpoint(lambda y: F.dropout(self.lin(y), P, training=True), x,
+                          use_reentrant=False)
+
+
+def _expected_grads(lin: nn.Linear, xs, ys, gs) -> tuple[torch.Tensor, torch.Tensor]:
+    """The gradients of sum((y * g).sum()) over microbatches, from the mask each forward's
+    output shows (a dropped element is 0; a kept one is lin(x) / (1 - P), never exactly 0):
+    what the backward computes if its recompute draws its forward's mask."""
+    grad_w = torch.zeros_like(lin.weight)
+    grad_b = torch.zeros_like(lin.bias)
+    for x, y, g in zip(xs, ys, gs, strict=True):
+        d = (g * (y != 0) / (1 - P)).flatten(0, -2)
+        grad_w += d.T @ x.flatten(0, -2)
+        grad_b += d.sum(0)
+    return grad_w, grad_b
+
+
+@pytest.mark.parametrize("kernels", ["aten", "inductor"])
+@pytest.mark.parametrize("order", ["ffbb", "reverse"])
+def test_checkpointed_dropout_is_captured_and_recomputes_its_forwards_mask(kernels, order):
+    """Two microbatches in flight, their backwards in order and reversed, three steps: every
+    backward's gradients follow the mask its own forward's output shows, each step draws new
+    masks, and the graphs are captured (none runs uncaptured, nothing falls back)."""
+    fxslots.reset()
+    m = CheckpointedDropout().cuda()
+    f = torch.compile(m, backend="fxslots",
+                      options={"slots": 2, "kernels": kernels, "strict": True})
+    sched = schedule_ffbb(2) if order == "ffbb" else schedule_reverse(2)
+    g = torch.Generator(device="cuda").manual_seed(1)
+    xs = [torch.randn(4, 32, 64, device="cuda", generator=g) for _ in range(2)]
+    gs = [torch.randn(4, 32, 64, device="cuda", generator=g) for _ in range(2)]
+    masks = []
+    for step in range(4):
+        ys, pending = {}, {}
+        for op, i in sched:
+            if op == "F":
+                pending[i] = f(xs[i])
+                ys[i] = pending[i].detach().clone()
+            else:
+                (pending.pop(i) * gs[i]).sum().backward()
+        want_w, want_b = _expected_grads(m.lin, xs, [ys[0], ys[1]], gs)
+        torch.testing.assert_close(m.lin.weight.grad, want_w, rtol=1e-5, atol=1e-5,
+                                   msg=lambda s, k=step: f"step {k}, weight: {s}")
+        torch.testing.assert_close(m.lin.bias.grad, want_b, rtol=1e-5, atol=1e-5,
+                                   msg=lambda s, k=step: f"step {k}, bias: {s}")
+        masks.append([(ys[i] != 0) for i in range(2)])
+        m.zero_grad(set_to_none=True)
+    kept = torch.stack([mk.float().mean() for step in masks for mk in step])
+    assert ((kept - (1 - P)).abs() < 0.05).all(), kept  # dropout, at its rate
+    for a, b in zip(masks, masks[1:]):
+        assert not torch.equal(a[0], b[0]), "a step drew its previous step's mask again"
+    assert not torch.equal(masks[0][0], masks[0][1]), "both microbatches drew one mask"
+    assert fxslots.counters["captures"] > 0
+    assert fxslots.counters["uncaptured_graphs"] == 0 and fxslots.counters["fallbacks"] == 0
+
+
+@pytest.mark.parametrize("family,kernels", [("llama", "aten"), ("bert", "aten"),
+                                            ("t5", "aten"), ("llama", "inductor")])
+def test_checkpointed_transformers_run_under_cuda_graphs(family, kernels):
+    """transformers' models with activation checkpointing (SDPA a random op in every
+    checkpointed layer), dropout off, fp32, two shapes, four microbatches in flight: outputs
+    and gradients as the same compile without slots (aot_eager, or torch.compile's default
+    for Inductor's kernels), every graph captured."""
+    from tests import zoo
+
+    model = zoo.build(family, True, dropout=0.0).cuda()
+    xs = [x.cuda() for x in zoo.inputs(family)] * 2
+    options = {"slots": 4, "kernels": kernels, "strict": True}
+    ours = zoo.train(model, "fxslots", xs, dynamic=False, options=options)
+    captures, uncaptured = fxslots.counters["captures"], fxslots.counters["uncaptured_graphs"]
+    ref = zoo.train(model, "inductor" if kernels == "inductor" else "aot_eager", xs,
+                    dynamic=False)
+    assert captures > 0 and uncaptured == 0 and ours.fallbacks == [], (captures, uncaptured)
+    for what, a, b in (("output", ours.outputs, ref.outputs), ("grad", ours.grads, ref.grads)):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert (x is None) == (y is None), f"{what} {i}"
+            if x is not None:
+                torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6,
+                                           msg=lambda s, w=what, j=i: f"{w} {j}: {s}")
