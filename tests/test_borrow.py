@@ -508,7 +508,7 @@ gradient  bytes   written by  goes to                 over
 --------  ------  ----------  ----------------------  ------------------------------------
 output 0  32768   mm_4        arena [0, 32768)        g2 (read last by threshold_backward)
 output 2  524288  mm_2        arena [131072, 655360)  g4 (read last by _to_copy_1)
-in the arena: 557056 of 557056 gradient bytes (arena 4460544 bytes)
+in the arena: 557056 of 557056 gradient bytes (arena 4461056 bytes)
 
 temporary                   bytes    read last by  computed in  over
 --------------------------  -------  ------------  -----------  ------------------------------

@@ -843,6 +843,20 @@ MUTANTS: tuple[Mutant, ...] = (
            "a 0-d CPU tensor computed from the shapes is recomputed, never saved (a host tensor "
            "among a GPU graph's saved tensors sends it back to running without slots)", "cpu",
            ("tests/test_numerics.py::test_a_float_of_the_shapes_is_recomputed_not_saved",)),
+    Mutant("multi-output-host-scalar-recomputed", "fxslots/policies.py",
+           'return all(not isinstance(v := a.meta.get("val"), (tuple, list)) and (',
+           'return all((v := a.meta.get("val")) is v and (',
+           "a 0-dim host output of an op with several (cross-entropy's total weight) is no host "
+           "scalar to recompute (min-cut cannot recompute the op: the graph fell back)", "cpu",
+           ("tests/test_fallback.py::"
+            "test_a_checkpointed_llama_with_its_loss_in_the_graph_compiles_with_slots[aten]",)),
+    Mutant("generators-not-registered", POOL,
+           "        register_generators(graph, args, self.device)\n",
+           "",
+           "the generators a checkpointed random op's graphs take are registered with each "
+           "capture (a replay draws new numbers, a recompute its forward's)", "cuda",
+           ("tests/test_checkpointed_rng.py::"
+            "test_checkpointed_dropout_is_captured_and_recomputes_its_forwards_mask",)),
     Mutant("expanded-input-staged-whole", STAGING,
            "        if 0 in dst.stride():",
            "        if False:",
