@@ -335,3 +335,28 @@ def test_bf16_rounding_is_not_called_wrong():
     lines = bench_report.text_table("speed", rows).splitlines()
     assert "2.1e-02 " in lines[2] and "WRONG" not in lines[2]
     assert "2.0e-01 WRONG" in lines[3]
+
+
+def test_profile_tables_leave_out_the_profilers_annotations(capsys):
+    """A compiled graph's call and a record_function put spans on the device's timeline that
+    cover kernels and the gaps between them: no device work (run 60a's first tables counted
+    them). The tables drop them, per phase too, and sum what is left."""
+    import profile_kernels
+
+    def case(name, gemm_us):
+        kernels = {"nvjet_sm90_tst_256x128": {"us_per_step": gemm_us, "calls_per_step": 1},
+                   "## Call CompiledFxGraph f0 ##": {"us_per_step": 999.0, "calls_per_step": 1},
+                   "fxslots_forward": {"us_per_step": 500.0, "calls_per_step": 1}}
+        return {"case": name, "kernels": kernels, "ops": {}, "matmuls": {},
+                "phases": {"forward": dict(kernels), "backward": {}},
+                "idle": {"wall_us": 1, "busy_us": 1, "idle_us": 0, "gaps": [],
+                         "gaps_over_20us": 0, "idle_in_gaps_over_20us": 0}}
+
+    results = {"inductor": case("inductor", 100.0), "fxslots": case("fxslots", 90.0)}
+    profile_kernels.report(results, "inductor")
+    out = capsys.readouterr().out
+    assert "CompiledFxGraph" not in out and "fxslots_forward" not in out
+    assert results["fxslots"]["families"] == {"gemm": {"us_per_step": 90.0,
+                                                       "calls_per_step": 1.0}}
+    forward = out[out.index("== forward families"):]
+    assert forward.splitlines()[2].split() == ["total", "100", "90"]
