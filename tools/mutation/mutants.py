@@ -855,7 +855,7 @@ MUTANTS: tuple[Mutant, ...] = (
            "",
            "the generators a checkpointed random op's graphs take are registered with each "
            "capture (a replay draws new numbers, a recompute its forward's)", "cuda",
-           ("tests/test_checkpointed_rng.py::"
+           ("tests/test_cuda_checkpointed_rng.py::"
             "test_checkpointed_dropout_is_captured_and_recomputes_its_forwards_mask",)),
     Mutant("expanded-input-staged-whole", STAGING,
            "        if 0 in dst.stride():",

@@ -8,7 +8,7 @@ import torch
 
 import fxslots
 from fxslots.runtime.cudagraphs import pool
-from tests.test_checkpointed_rng import CheckpointedDropout, _expected_grads
+from tests.test_cuda_checkpointed_rng import CheckpointedDropout, _expected_grads
 
 registered = pool.register_generators
 for label, register in (("without registering", lambda *a: None), ("registering", registered)):

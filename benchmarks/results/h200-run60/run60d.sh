@@ -6,5 +6,5 @@ export PYTHONPATH=.:${PYTHONPATH:-}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/r60d-gpu.txt"
 python3 -c "import transformers; print('transformers', transformers.__version__)"
 t0=$(date +%s)
-cuda_tests_printing r60d ${LIMIT:-400} tests/test_checkpointed_rng.py tests/test_zoo.py
+cuda_tests_printing r60d ${LIMIT:-400} tests/test_cuda_checkpointed_rng.py tests/test_zoo.py
 echo "t=$(( $(date +%s) - t0 ))"
