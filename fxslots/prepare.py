@@ -38,10 +38,7 @@ def prepare(model: Any, examples: Sequence[Any], *, slots: int = 1,
     (a tuple of arguments, or one tensor), ``slots`` microbatches in flight, twice: the first
     pass compiles, sizes the arenas (largest example first, so they grow once) and warms up,
     the second captures every (shape, slot) the first could not. Gradients, buffers and random
-    number generators are put back as they were: training starts where it would have (but for
-    the generators AOTAutograd gives checkpointed random ops on CUDA, hidden in its runtime:
-    prepare's steps advance them, so dropout inside checkpointing draws other masks than a run
-    without prepare, each backward still recomputing its own forward's).
+    number generators are put back (not AOTAutograd's for checkpointed random ops on CUDA).
 
     ``in_flight=True``: ``examples`` are the microbatches of one pass of a schedule that runs
     all their forwards, then all their backwards, in this order (GPipe's FFFFBBBB; ``slots``
