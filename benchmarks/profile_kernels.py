@@ -2,10 +2,14 @@
 
 Issue 13, part 1: the ATen graphs fxslots runs must not be slower than eager. This runs the
 Llama-style model (examples/llama.py) under eager, aot_eager, fxslots (CUDA graphs off, so each
-kernel is attributed to its ATen op) and torch.compile default, each in its own process,
-profiles a few steps and prints the ATen ops whose device time differs most from eager's.
+kernel is attributed to its ATen op) and torch.compile default (and reduce-overhead, on
+request), each in its own process, profiles a few steps and prints what differs most from the
+base case's: kernel families, ATen ops, kernels, matrix products by shape (uncaptured cases),
+and the forward's and backward's kernels apart. Each case also reports the SM clock and board
+power sampled from NVML while it ran: two processes of one backend can differ by a percent.
 
-    python benchmarks/profile_kernels.py [--size llama-large] [--out dir]
+    python benchmarks/profile_kernels.py [--size llama-large] [--cases a,b] [--base b] [--out d]
+    python benchmarks/profile_kernels.py --from-json d/kernels-llama-large.json --base inductor
 """
 
 from __future__ import annotations
@@ -28,39 +32,12 @@ CASES = ["eager", "aot_eager", "fxslots", "inductor"]  # and "fxslots+graphs"
 
 def run_case(case: str, size: str, batch: int, seqs: list[int], options: dict,
              code_dir: str | None = None) -> dict:
+    """One case in this process: warm up, time 7 steps at the last sequence, profile 3."""
     import torch
 
-    if code_dir:  # Inductor's code for each graph fxslots compiles (its DEBUG log), per case
-        import logging
-
-        os.makedirs(code_dir, exist_ok=True)
-        name = "".join(c if c.isalnum() else "_" for c in case)
-        kernels_log = logging.getLogger("fxslots.kernels")
-        kernels_log.addHandler(logging.FileHandler(os.path.join(code_dir, f"code-{name}.txt"),
-                                                   mode="w"))
-        kernels_log.setLevel(logging.DEBUG)
-
-    from examples.llama import SIZES, Llama, batch as make_batch
-
-    cfg = SIZES[size]
-    torch.manual_seed(0)
-    m = Llama(cfg).cuda().to(torch.bfloat16)
-    g = torch.Generator(device="cuda").manual_seed(0)
-    data = {s: make_batch(cfg, batch, s, "cuda", g) for s in seqs}
-    if case == "eager":
-        f = m
-    elif case == "inductor":
-        f = torch.compile(m)
-    elif case == "reduce-overhead":
-        f = torch.compile(m, mode="reduce-overhead")
-    elif case == "aot_eager":
-        f = torch.compile(m, backend="aot_eager")
-    else:  # "fxslots" runs without CUDA graphs, so each kernel has its op; "fxslots+graphs" with
-        from paired import parse_backend
-
-        _, _, own = parse_backend(case.replace("+graphs", ""))
-        graphs = {} if case.startswith("fxslots+graphs") else {"cudagraphs": False}
-        f = torch.compile(m, backend="fxslots", options={**graphs, **options, **own})
+    if code_dir:
+        _log_code(case, code_dir)
+    m, f, data = _build(case, size, batch, seqs, options)
 
     def step(s):
         f(*data[s]).backward()
@@ -77,34 +54,79 @@ def run_case(case: str, size: str, batch: int, seqs: list[int], options: dict,
             step(seqs[-1])
             torch.cuda.synchronize()
             times.append((time.perf_counter() - t0) * 1e3)
-        acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
-        with torch.profiler.profile(activities=acts, record_shapes=True) as prof:
-            for _ in range(3):
-                with torch.profiler.record_function("fxslots_profiled_step"):
-                    # The forward's kernels end before the backward starts, so each kernel's phase
-                    # is the host window it ran in
-                    with torch.profiler.record_function("fxslots_forward"):
-                        loss = f(*data[seqs[-1]])
-                        torch.cuda.synchronize()
-                    loss.backward()
-                    m.zero_grad(set_to_none=True)
-                    torch.cuda.synchronize()
-    ops = {}
-    for e in prof.key_averages():
-        dev = getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0)
-        if dev and e.key.startswith("aten::"):
-            ops[e.key] = {"us_per_step": dev / 3, "calls_per_step": e.count / 3}
-    kernels = {}
-    for e in prof.key_averages():
-        dev = getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0)
-        if dev and not e.key.startswith("aten::") and e.device_type.name == "CUDA" \
-                and not is_annotation(e.key):
-            kernels[e.key[:90]] = {"us_per_step": dev / 3, "calls_per_step": e.count / 3}
+        prof = _profile(m, f, data[seqs[-1]])
+    kernels = _self_device_us(prof, lambda k: not k.startswith("aten::") and not is_annotation(k))
     return {"case": case, "families": families_of(kernels), "idle": idle_time(prof),
             "ms_median": statistics.median(times), "ms_spread": [min(times), max(times)],
-            "ops": ops, "kernels": kernels, "phases": phase_kernels(prof),
-            "matmuls": matmul_shapes(prof), "peak_gib": torch.cuda.max_memory_allocated() / 2**30,
-            "clocks": clocks.summary()}
+            "ops": _self_device_us(prof, lambda k: k.startswith("aten::")), "kernels": kernels,
+            "phases": phase_kernels(prof), "matmuls": matmul_shapes(prof),
+            "peak_gib": torch.cuda.max_memory_allocated() / 2**30, "clocks": clocks.summary()}
+
+
+def _log_code(case: str, code_dir: str) -> None:
+    """Inductor's code for each graph fxslots compiles (its DEBUG log), a file per case."""
+    import logging
+
+    os.makedirs(code_dir, exist_ok=True)
+    name = "".join(c if c.isalnum() else "_" for c in case)
+    kernels_log = logging.getLogger("fxslots.kernels")
+    kernels_log.addHandler(logging.FileHandler(os.path.join(code_dir, f"code-{name}.txt"),
+                                               mode="w"))
+    kernels_log.setLevel(logging.DEBUG)
+
+
+def _build(case: str, size: str, batch: int, seqs: list[int], options: dict):
+    """(the bf16 Llama on CUDA, the case's callable of it, a batch per sequence length)."""
+    import torch
+
+    from examples.llama import SIZES, Llama, batch as make_batch
+
+    cfg = SIZES[size]
+    torch.manual_seed(0)
+    m = Llama(cfg).cuda().to(torch.bfloat16)
+    g = torch.Generator(device="cuda").manual_seed(0)
+    data = {s: make_batch(cfg, batch, s, "cuda", g) for s in seqs}
+    if case == "eager":
+        return m, m, data
+    if case in ("inductor", "reduce-overhead", "aot_eager"):
+        kw = {"inductor": {}, "reduce-overhead": {"mode": "reduce-overhead"},
+              "aot_eager": {"backend": "aot_eager"}}[case]
+        return m, torch.compile(m, **kw), data
+    # "fxslots" runs without CUDA graphs, so each kernel has its op; "fxslots+graphs" with
+    from paired import parse_backend
+
+    _, _, own = parse_backend(case.replace("+graphs", ""))
+    graphs = {} if case.startswith("fxslots+graphs") else {"cudagraphs": False}
+    return m, torch.compile(m, backend="fxslots", options={**graphs, **options, **own}), data
+
+
+def _profile(m, f, args):
+    """Three steps under the profiler, each synchronized between its forward and backward: the
+    forward's kernels end before the backward's start, so each kernel's phase is the host window
+    it ran in (``phase_kernels``)."""
+    import torch
+
+    acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=acts, record_shapes=True) as prof:
+        for _ in range(3):
+            with torch.profiler.record_function("fxslots_profiled_step"):
+                with torch.profiler.record_function("fxslots_forward"):
+                    loss = f(*args)
+                    torch.cuda.synchronize()
+                loss.backward()
+                m.zero_grad(set_to_none=True)
+                torch.cuda.synchronize()
+    return prof
+
+
+def _self_device_us(prof, keep) -> dict:
+    """Device microseconds and calls per profiled step of each event whose key ``keep`` takes."""
+    out = {}
+    for e in prof.key_averages():
+        dev = getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0)
+        if dev and keep(e.key) and (e.key.startswith("aten::") or e.device_type.name == "CUDA"):
+            out[e.key[:90]] = {"us_per_step": dev / 3, "calls_per_step": e.count / 3}
+    return out
 
 
 class Clocks:
