@@ -130,7 +130,9 @@ def _self_device_us(prof, keep) -> dict:
 
 
 class Clocks:
-    """The SM clock and board power, sampled every 2 ms from NVML while the timed steps run:
+    """The SM clock and board power, sampled every 20 ms from NVML while the timed steps run
+    (NVML's power reading updates every 20-100 ms; a faster thread would contend for the GIL
+    with a host-bound case):
     a kernel runs longer at a lower clock, and a GPU that idles less draws more power and may
     clock lower (a per-kernel comparison of two backends is only fair at equal clocks)."""
 
@@ -139,18 +141,16 @@ class Clocks:
 
         self.samples: list[tuple[int, int]] = []
         self.stop = threading.Event()
-        try:
-            import pynvml
+        import torch
 
-            pynvml.nvmlInit()
-            handle = pynvml.nvmlDeviceGetHandleByIndex(torch_device_index())
+        try:  # torch's own NVML readers map its device to NVML's (CUDA_VISIBLE_DEVICES)
+            torch.cuda.clock_rate(), torch.cuda.power_draw()
         except Exception:  # no NVML: no figures, the profile goes on
             return self
 
         def sample():
-            while not self.stop.wait(0.002):
-                self.samples.append((pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
-                                     pynvml.nvmlDeviceGetPowerUsage(handle)))
+            while not self.stop.wait(0.02):
+                self.samples.append((torch.cuda.clock_rate(), torch.cuda.power_draw()))
 
         self.thread = threading.Thread(target=sample, daemon=True)
         self.thread.start()
@@ -167,12 +167,6 @@ class Clocks:
         mhz, mw = zip(*self.samples, strict=True)
         return {"sm_mhz_median": statistics.median(mhz), "sm_mhz_min": min(mhz),
                 "watts_median": statistics.median(mw) / 1e3, "samples": len(mhz)}
-
-
-def torch_device_index() -> int:
-    import torch
-
-    return torch.cuda.current_device()
 
 
 MARKERS = ("fxslots_profiled_step", "fxslots_forward")
@@ -325,11 +319,12 @@ def idle_table(r: dict) -> str:
 
 def diff_table(base: dict, other: dict, key: str, top: int = 20,
                cases: tuple[str, str] | None = None) -> str:
-    names = set(base[key]) | set(other[key])
+    # Results of earlier runs may lack a table (matmuls and phases came in run 60)
+    base_rows, other_rows = base.get(key, {}), other.get(key, {})
     rows = []
-    for n in names:
-        a = base[key].get(n, {"us_per_step": 0.0, "calls_per_step": 0})
-        b = other[key].get(n, {"us_per_step": 0.0, "calls_per_step": 0})
+    for n in set(base_rows) | set(other_rows):
+        a = base_rows.get(n, {"us_per_step": 0.0, "calls_per_step": 0})
+        b = other_rows.get(n, {"us_per_step": 0.0, "calls_per_step": 0})
         rows.append((b["us_per_step"] - a["us_per_step"], n, a, b))
     rows.sort(key=lambda r: -abs(r[0]))
     b_name, o_name = cases or (base["case"], other["case"])
@@ -369,6 +364,8 @@ def main() -> None:
         return
     results = {}
     for case in a.cases.split(","):
+        # A case named twice runs twice (before and after the others: drift of the machine)
+        key = case if case not in results else f"{case} again"
         p = subprocess.run([sys.executable, __file__, "--case", case, "--size", a.size,
                             "--batch", str(a.batch), "--seqs", a.seqs, "--options", a.options]
                            + (["--code-dir", a.code_dir] if a.code_dir else []),
@@ -376,15 +373,13 @@ def main() -> None:
                            env={**os.environ, "TORCH_LOGS": "output_code"} if a.logs_dir else None)
         if a.logs_dir:
             os.makedirs(a.logs_dir, exist_ok=True)
-            name = "".join(c if c.isalnum() else "_" for c in case)
+            name = "".join(c if c.isalnum() else "_" for c in key)
             with open(os.path.join(a.logs_dir, f"log-{name}.txt"), "w") as fh:
                 fh.write(p.stderr)
         line = [x for x in p.stdout.splitlines() if x.startswith("{")]
         if not line:
             print(f"{case}: failed\n{p.stderr[-2000:]}")
             continue
-        # A case named twice runs twice (before and after the others: drift of the machine)
-        key = case if case not in results else f"{case} again"
         results[key] = r = {**json.loads(line[-1]), "case": key}
         c = r.get("clocks") or {}
         print(f"{key}: {r['ms_median']:.2f} ms/step (spread {r['ms_spread'][0]:.2f}-"
@@ -407,7 +402,8 @@ def report(results: dict, base: str) -> None:
             r.setdefault("phases", {})[phase] = {k: v for k, v in kernels.items()
                                                  if not is_annotation(k)}
             r["phases"][phase + " families"] = families_of(r["phases"][phase])
-        print("\n" + idle_table(r))
+        if "idle" in r:
+            print("\n" + idle_table(r))
     base = base if base in results else next(iter(results), None)
     for case in results:
         if case != base:
@@ -423,6 +419,7 @@ def report(results: dict, base: str) -> None:
                 print(f"\n== {phase}, {case} against {base} (device us per step) ==")
                 print(diff_table(results[base]["phases"], results[case]["phases"], phase, 25,
                                  (base, case)))
+
 
 if __name__ == "__main__":
     main()

@@ -109,3 +109,36 @@ def test_checkpointed_transformers_run_under_cuda_graphs(family, kernels):
             if x is not None:
                 torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6,
                                            msg=lambda s, w=what, j=i: f"{w} {j}: {s}")
+
+
+class CheckpointedDropoutThatSyncs(CheckpointedDropout):
+    """A checkpointed dropout, then a host sync: a capture of its forward fails after the
+    generators AOTAutograd hands it were registered."""
+
+    def forward(self, x):
+        from tests.test_cuda_reliability import host_sync
+
+        return host_sync(super().forward(x))
+
+
+def test_a_failed_capture_takes_the_checkpoint_generators_out_of_capture_mode():
+    """A failed capture never reaches the capture epilogue of the generators it registered
+    (torch before 2.14): unless recovery ends their capture, the same generators raise
+    "Offset increment outside graph capture" when the forward then runs uncaptured
+    (on_capture_failure="eager"), and at every replay of the graphs that share them. Training
+    goes on uncaptured, each backward recomputing its forward's mask."""
+    fxslots.reset()
+    m = CheckpointedDropoutThatSyncs().cuda()
+    f = torch.compile(m, backend="fxslots", options={"slots": 1, "on_capture_failure": "eager"})
+    g = torch.Generator(device="cuda").manual_seed(1)
+    x, grad = (torch.randn(4, 32, 64, device="cuda", generator=g) for _ in range(2))
+    for step in range(4):  # warm-up, the failed capture, then uncaptured
+        y = f(x)
+        out = y.detach().clone()
+        (y * grad).sum().backward()
+        want_w, _ = _expected_grads(m.lin, [x], [out], [grad])
+        torch.testing.assert_close(m.lin.weight.grad, want_w, rtol=1e-5, atol=1e-5,
+                                   msg=lambda s, k=step: f"step {k}: {s}")
+        m.zero_grad(set_to_none=True)
+    assert fxslots.counters["capture_failures"] >= 1
+    F.dropout(torch.ones(4, device="cuda"), 0.5)  # the default generator left capture too

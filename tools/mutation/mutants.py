@@ -804,13 +804,13 @@ MUTANTS: tuple[Mutant, ...] = (
     # survived: on torch 2.11 torch.cuda.graph's exit ends the pool routing and restores the
     # stream before it raises, so those calls are no-ops there, kept for versions that do not.)
     Mutant("failed-capture-not-recovered", POOL,
-           "            recover(self.device, pool, stream)\n",
+           "            recover(self.device, pool, stream, args)\n",
            "",
            "a failed capture leaves the streams and allocator as they were", "cuda",
            ("tests/test_cuda_reliability.py::"
             "test_failed_capture_leaves_everything_as_it_was_and_a_retry_succeeds",)),
     Mutant("failed-capture-leaves-rng-capturing", POOL,
-           "        end_rng_capture(device)\n",
+           "        end_rng_capture(device, args)\n",
            "",
            "after a failed capture that retires the pool, random ops outside graphs still work "
            "(the RNG's capture flag is cleared)", "cuda",
@@ -857,6 +857,14 @@ MUTANTS: tuple[Mutant, ...] = (
            "capture (a replay draws new numbers, a recompute its forward's)", "cuda",
            ("tests/test_cuda_checkpointed_rng.py::"
             "test_checkpointed_dropout_is_captured_and_recomputes_its_forwards_mask",)),
+    Mutant("recovery-leaves-generators-capturing", POOL,
+           "        register_generators(probe, args, device)\n"
+           "        with torch.device(device), torch.cuda.graph(probe, pool=pool.handle):",
+           "        with torch.device(device), torch.cuda.graph(probe, pool=pool.handle):",
+           "a failed capture's recovery takes the generators it registered out of capture mode "
+           "(torch before 2.14)", "cuda",
+           ("tests/test_cuda_checkpointed_rng.py::"
+            "test_a_failed_capture_takes_the_checkpoint_generators_out_of_capture_mode",)),
     Mutant("expanded-input-staged-whole", STAGING,
            "        if 0 in dst.stride():",
            "        if False:",

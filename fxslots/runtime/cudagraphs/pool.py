@@ -13,10 +13,11 @@ import contextlib
 import gc
 import logging
 import weakref
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 import torch.fx as fx
+from torch.torch_version import TorchVersion
 
 from ... import _torch, state
 from ...errors import gist
@@ -160,7 +161,7 @@ class CudaCapturer:
             tracker.env = {}
             drop_frames(e)
             del graph
-            recover(self.device, pool, stream)
+            recover(self.device, pool, stream, args)
             raise CaptureFailed(tracker.current, root_cause(e)) from None
         tracker.env = {}  # the interpreter keeps its values: this forward's slot views
         pool.track(graph)
@@ -187,14 +188,21 @@ class CudaCapturer:
                        f"trying)", self.options.strict)
 
 
-def register_generators(graph: torch.cuda.CUDAGraph, args: list[Any],
+# torch 2.14 ties a generator to a capture at its first use there and makes the explicit call a
+# deprecated no-op that warns (pytorch PR 176753, which drops it from CUDA graph trees too)
+LAZY_GENERATORS = TorchVersion(torch.__version__) >= (2, 14)
+
+
+def register_generators(graph: torch.cuda.CUDAGraph, args: Sequence[Any],
                         device: torch.device) -> None:
     """Register with ``graph`` the generators among its arguments: activation checkpointing
     hands each checkpointed random op's forward and backward a generator of their own (graph-
     safe RNG functionalization, on by default on CUDA), and a random op drawing from one must
     find it registered, so that each replay reads its current seed and offset and advances it
     (a replay draws fresh numbers; the backward's recompute draws what its forward drew), as
-    CUDA graph trees do (``CUDAGraphNode._record``)."""
+    CUDA graph trees do (``CUDAGraphNode._record``) before torch 2.14."""
+    if LAZY_GENERATORS:
+        return
     with torch.cuda.device(device):
         for generator in (a for a in args if isinstance(a, torch.Generator)):
             graph.register_generator_state(generator)
@@ -219,19 +227,22 @@ def capturing(graph: torch.cuda.CUDAGraph, handle: Any):
             gc.enable()
 
 
-def recover(device: torch.device, pool: SharedPool, stream: torch.cuda.Stream) -> None:
+def recover(device: torch.device, pool: SharedPool, stream: torch.cuda.Stream,
+            args: Sequence[Any] = ()) -> None:
     """Undo what a capture that failed inside ``capture_end`` (an invalidated capture: a host
     sync, say) left behind, since ``torch.cuda.graph``'s exit stops at that error: the current
     stream, the allocator's routing into the shared pool and, on torch versions that keep one
-    capture flag per RNG generator, that flag. A capture that completes on the pool proves it
-    usable again and clears the flag; where some allocator (the pinned host one has no Python
-    hook) still counts the pool as recording, the pool is retired (graphs captured in it keep
-    working, new ones go to a fresh pool) and a private capture clears the flag."""
+    capture flag per RNG generator, that flag, of the default generator and of the ones among
+    ``args`` the capture registered. A capture that completes on the pool, with them registered,
+    proves it usable again and clears the flags; where some allocator (the pinned host one has
+    no Python hook) still counts the pool as recording, the pool is retired (graphs captured in
+    it keep working, new ones go to a fresh pool) and a private capture clears the flags."""
     torch.cuda.set_stream(stream)
     index = device_index(device)
     _torch.end_allocate_to_pool(index, pool.handle)
     try:
         probe = torch.cuda.CUDAGraph()
+        register_generators(probe, args, device)
         with torch.device(device), torch.cuda.graph(probe, pool=pool.handle):
             torch.zeros(1).add_(1)
         pool.track(probe)  # its death may be the pool's last graph: then the handle goes
@@ -242,18 +253,20 @@ def recover(device: torch.device, pool: SharedPool, stream: torch.cuda.Stream) -
         log.warning("fxslots: the failed capture left the shared CUDA graph pool unusable (%s); "
                     "later graphs go to a new pool", gist(e))
         pool.free()
-        end_rng_capture(device)
+        end_rng_capture(device, args)
     torch.cuda.synchronize(device)
 
 
-def end_rng_capture(device: torch.device) -> None:
-    """Take the device's default RNG generator out of capture mode. A capture that fails inside
+def end_rng_capture(device: torch.device, args: Sequence[Any] = ()) -> None:
+    """Take the device's default RNG generator, and the generators among ``args``, out of
+    capture mode. A capture that fails inside
     ``capture_end`` never reaches the generator's capture epilogue, and on torch 2.11 every
     random op outside a graph then raises "Offset increment outside graph capture encountered
     unexpectedly" (seen on the H200: dropout after a failed capture). Any capture that completes
     ends it; this one goes to a private pool, freed with the graph."""
     try:
         probe = torch.cuda.CUDAGraph()
+        register_generators(probe, args, device)
         with torch.cuda.device(device), torch.cuda.graph(probe):
             torch.zeros(1, device=device)
         del probe
