@@ -225,10 +225,11 @@ def clear_cublas_workspaces() -> None:
 
 
 def cublas_workspace_bytes() -> int:
-    """The bytes of the workspace cuBLAS takes at a stream's first matmul (torch before 2.11
-    cannot say: Hopper's default, 32 MiB, the largest)."""
+    """The bytes of the workspace cuBLAS takes at a stream's first matmul (torch 2.13 and
+    before cannot say, nor a machine without a GPU, where torch 2.14's call initializes CUDA
+    and fails: Hopper's default, 32 MiB, the largest)."""
     get = getattr(torch._C, "_cuda_getCublasWorkspaceSize", None)
-    return get() if get is not None else 32 * 2**20
+    return get() if get is not None and torch.cuda.is_available() else 32 * 2**20
 
 
 def symbol_of(x: Any) -> Any:
