@@ -225,9 +225,8 @@ def clear_cublas_workspaces() -> None:
 
 
 def cublas_workspace_bytes() -> int:
-    """The bytes of the workspace cuBLAS takes at a stream's first matmul (torch 2.13 and
-    before cannot say, nor a machine without a GPU, where torch 2.14's call initializes CUDA
-    and fails: Hopper's default, 32 MiB, the largest)."""
+    """The bytes of the workspace cuBLAS takes at a stream's first matmul; Hopper's default,
+    32 MiB, the largest, where torch cannot say (2.13 and before; 2.14 without a GPU)."""
     get = getattr(torch._C, "_cuda_getCublasWorkspaceSize", None)
     return get() if get is not None and torch.cuda.is_available() else 32 * 2**20
 
