@@ -159,7 +159,9 @@ class CheckpointedAttentionDropout(nn.Module):
     def attend(self, x):
         b = x.shape[0]
         q, k = self.qk(x).view(b, self.seq, 2, self.heads, self.seq).permute(2, 0, 3, 1, 4)
-        v = self.v.expand(b, self.heads, self.seq, self.seq)
+        # dense: a stride-0 value trips Inductor's size/stride check of the flash backward
+        # (torch 2.11: its fake kernel's grad_v is empty_like(value), the kernel's is not)
+        v = self.v.expand(b, self.heads, self.seq, self.seq).contiguous()
         return F.scaled_dot_product_attention(q, k, v, dropout_p=0.3)
 
     def forward(self, x):
