@@ -30,6 +30,7 @@ from .record import CompiledGraphs, graph_lines
 from .report import plan_to_json
 from .runtime.collapse import collapse_of
 from .runtime.cudagraphs.executor import GraphExecutor
+from .runtime.cudagraphs.inference import inference_runner
 from .runtime.layout import SymbolBinder
 from .runtime.region import Region, region_for
 from .runtime.variant import EagerExecutor, Variant, boxed
@@ -111,10 +112,10 @@ class _Compiler:
         return fw, bw
 
     def compile_inference(self, gm: fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
-        state.counters["inference_graphs"] += 1
         run = kernels.kernels_for(self.options, gm, example_inputs, "an inference graph",
                                   is_inference=True)
-        return boxed(lambda args: run(*args))
+        return boxed(inference_runner(self.options, gm, example_inputs, run,
+                                      _torch.tracing_static_input_indices()))
 
     def compile_forward(self, fw: fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
         """collect -> plan -> rewrite -> verify; or fall back, with the reason, to no slots.

@@ -10,6 +10,8 @@ What lives here:
 - ``accumulators``: per parameter (weakly), the regions whose backward graphs may add into its
   ``.grad``; ``accumulators_shared`` counts parameters that two regions feed (those take
   autograd's path, which sums the regions' contributions before adding them).
+- ``inference``: the CUDA graphs of each compiled inference graph, held weakly
+  (``runtime.cudagraphs.inference``): they live while Dynamo's code cache holds the graph.
 - ``pools``: per CUDA device, the shared graph pool that the region's graphs are captured into;
   a pool lives while a graph captured in it does, then its handle is never used again.
 - ``viewed``: memory the caller's tensors view through a non-owning alias (gradients in a
@@ -41,6 +43,7 @@ class Freeable(Protocol):
 counters: Counter = Counter()
 recorders: list[list[Any]] = []
 regions: "weakref.WeakValueDictionary[Any, Freeable]" = weakref.WeakValueDictionary()
+inference: "weakref.WeakSet[Any]" = weakref.WeakSet()
 pools: dict[int, Freeable] = {}
 preparing = 0  # > 0 inside fxslots.prepare: captures there are expected, not news
 # id(parameter) -> (a weak reference to it, ids of the regions). Not a WeakKeyDictionary:
@@ -88,6 +91,9 @@ def reset() -> None:
     for region in list(regions.values()):
         region.free()
     regions.clear()
+    for graphs in list(inference):
+        graphs.free()
+    inference.clear()
     for pool in list(pools.values()):
         pool.free()
     pools.clear()

@@ -1,0 +1,167 @@
+"""Inference graphs (a forward under ``torch.no_grad`` or ``inference_mode``: an evaluation
+between training steps) as CUDA graphs on the device's shared pool.
+
+An inference graph saves nothing for a backward, so it takes no slot. Each input shape gets one
+capture, after one uncaptured run (lazy initialisation must not land in a capture). A replay
+copies the inputs that are not static (parameters and buffers are read where they are) into
+staging memory of its own, outside the pool; replays; writes back the staged inputs the graph
+mutated; and copies the outputs out of the pool, since the next replay of any graph there
+reuses those bytes. A static input found moved (a parameter replaced) means a new capture; after
+``RECAPTURE_LIMIT`` of them that shape runs uncaptured. Nothing here runs at import time.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections import Counter
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.fx as fx
+
+from ... import state
+from ...capturable import uncapturable_reason
+from ...errors import CaptureError, gist
+from ...fallback import run_uncaptured
+from ...options import Options
+from ...passes.collect import mutated_placeholders
+from ..layout import make_views, pack
+from .outputs import Captured, describe_outputs
+from .pool import CaptureFailed, CudaCapturer
+from .staging import copy_staged, write_back
+
+log = logging.getLogger(__name__)
+
+RECAPTURE_LIMIT = 3  # captures of one shape, after which a moving static input runs uncaptured
+
+
+def inference_runner(options: Options, gm: fx.GraphModule, example_inputs: Sequence[Any],
+                     run: Callable[..., Any], static: Sequence[int]) -> Callable[[list], Any]:
+    """What runs the inference graph ``gm`` (compiled as ``run``): its CUDA graphs where it is
+    on a CUDA device and ``options.cudagraphs`` allows them, else ``run`` itself."""
+    state.counters["inference_graphs"] += 1
+    device = next((x.device for x in example_inputs if isinstance(x, torch.Tensor)), None)
+    if device is None or device.type != "cuda" or options.cudagraphs is False:
+        return lambda args: run(*args)
+    why = uncapturable_reason(None, gm, device, static) or _host_input(gm, device, static)
+    if why is not None:
+        run_uncaptured(f"an inference graph: {why}", options.strict)
+        return lambda args: run(*args)
+    return InferenceGraphs(run, gm, device, options, static)
+
+
+def _host_input(gm: fx.GraphModule, device: torch.device, static: Sequence[int]) -> str | None:
+    """A capture would bake a host tensor input's value into the graph: why, or None."""
+    for i, p in enumerate(gm.graph.find_nodes(op="placeholder")):
+        val = p.meta.get("val")
+        if i not in static and isinstance(val, torch.Tensor) and val.device != device:
+            return (f"input {p.name} is a {val.device} tensor, whose value a capture would "
+                    f"keep for every replay; pass it on {device} to capture this graph")
+    return None
+
+
+class InferenceGraphs:
+    """The CUDA graphs of one inference graph, one per input shape (``_key``)."""
+
+    def __init__(self, run: Callable[..., Any], gm: fx.GraphModule, device: torch.device,
+                 options: Options, static: Sequence[int]):
+        self.run, self.device, self.options = run, device, options
+        self.static = frozenset(static)
+        self.capturer = CudaCapturer(device, options)
+        self.graphs: dict[tuple, Captured] = {}
+        self.warm: dict[tuple, int] = {}  # key -> Inductor's compile count at its warm-up
+        self.captured: Counter = Counter()  # captures per key
+        self.uncaptured: set[tuple] = set()
+        self._mutated = _mutated_inputs(gm)
+        state.inference.add(self)
+
+    def __call__(self, args: list[Any]) -> Any:
+        key = self._key(args)
+        cap = self.graphs.get(key)
+        if cap is not None and cap.moved(args) is None:
+            return self._replay(cap, args)
+        if key in self.uncaptured or self._cold(key):
+            self.warm[key] = state.counters["inductor_compiles"]
+            return self.run(*args)
+        cap = self._capture(key, args)
+        return self.run(*args) if cap is None else self._replay(cap, args)
+
+    def free(self) -> None:
+        self.graphs = {}
+
+    def _key(self, args: list[Any]) -> tuple:
+        return tuple((a.dtype, tuple(a.shape), a.stride()) if isinstance(a, torch.Tensor)
+                     else a for i, a in enumerate(args) if i not in self.static)
+
+    def _cold(self, key: tuple) -> bool:
+        """Whether ``key`` runs uncaptured first: never run, or Inductor's code compiled more
+        since (a kernel tuned in a capture would be lost)."""
+        last = self.warm.get(key)
+        return last is None or (last != state.counters["inductor_compiles"]
+                                and not isinstance(self.run, fx.GraphModule))
+
+    def _replay(self, cap: Captured, args: list[Any]) -> Any:
+        copy_staged(cap.stage, args)
+        cap.graph.replay()
+        write_back(args, cap.writeback)
+        return cap.results((None, None), self.device)
+
+    def _capture(self, key: tuple, args: list[Any]) -> Captured | None:
+        if self.captured[key] >= RECAPTURE_LIMIT:
+            self.uncaptured.add(key)
+            run_uncaptured(f"an inference graph's static inputs moved after each of its "
+                           f"{RECAPTURE_LIMIT} captures at one shape", self.options.strict)
+            return None
+        self.graphs.pop(key, None)  # a moved input: its memory goes before the new capture
+        stage = self._stage(args)
+        gargs = list(args)
+        for i, view in stage:
+            gargs[i] = view
+        copy_staged(stage, args)
+        try:
+            graph, outs = self.capturer.capture(self.run, gargs)
+        except CaptureFailed as failed:
+            state.counters["capture_failures"] += 1
+            self._failed(key, failed)
+            return None
+        self.captured[key] += 1
+        state.counters["inference_captures"] += 1
+        log.info("inference graph: captured (%d inference captures in all)",
+                 state.counters["inference_captures"])
+        staged = {v.untyped_storage().data_ptr() for _, v in stage}
+        cap = self.graphs[key] = Captured(
+            graph, tuple((i, a.data_ptr()) for i, a in enumerate(args)
+                         if isinstance(a, torch.Tensor) and i in self.static),
+            stage, describe_outputs(outs, gargs, {}, staged),
+            tuple((i, v) for i, v in stage if i in self._mutated))
+        return cap
+
+    def _stage(self, args: list[Any]) -> tuple[tuple[int, torch.Tensor], ...]:
+        """Where replays copy the non-static tensor inputs: one buffer, each input's strides."""
+        indices = [i for i, a in enumerate(args)
+                   if isinstance(a, torch.Tensor) and i not in self.static]
+        geometry, nbytes = pack([(args[i].dtype, tuple(args[i].shape), args[i].stride())
+                                 for i in indices], self.options.alignment)
+        with torch.inference_mode(False):  # written by later calls, maybe outside that mode
+            storage = torch.empty(max(nbytes, 1), dtype=torch.uint8,
+                                  device=self.device).untyped_storage()
+        return tuple(zip(indices, make_views(storage, self.device, geometry), strict=True))
+
+    def _failed(self, key: tuple, failed: CaptureFailed) -> None:
+        where = "its start" if failed.node is None else f"node {failed.node.name}"
+        if failed.node is None and not isinstance(self.run, fx.GraphModule):
+            where = "a call of Inductor's code (no node to name)"
+        msg = (f"fxslots: capturing an inference graph as a CUDA graph failed at {where}: "
+               f"{type(failed.cause).__name__}: {gist(failed.cause)}. Set "
+               f"options={{'on_capture_failure': 'eager'}} to run it without a CUDA graph, or "
+               f"options={{'cudagraphs': False}} for the whole model")
+        if self.options.on_capture_failure != "eager":
+            raise CaptureError(msg) from failed.cause
+        warnings.warn(msg, stacklevel=4)
+        self.uncaptured.add(key)
+
+
+def _mutated_inputs(gm: fx.GraphModule) -> set[int]:
+    mutated = mutated_placeholders(gm)
+    return {i for i, p in enumerate(gm.graph.find_nodes(op="placeholder")) if p in mutated}
