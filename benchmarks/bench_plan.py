@@ -76,7 +76,7 @@ def model_config(name: str, smoke: bool) -> dict[str, Any]:
 
 
 def slots_for(schedule: str, n_variants: int) -> int:
-    return {"sequential": 1, "accum": 1, "1f1b": 2, "ffffbbbb": n_variants}[schedule]
+    return {"sequential": 1, "accum": 1, "1f1b": 2, "ffffbbbb": n_variants, "eval": 1}[schedule]
 
 
 def variant_label(options: dict[str, Any]) -> str:

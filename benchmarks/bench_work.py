@@ -89,8 +89,13 @@ def make_step(schedule: str, work: Workload, mark: Callable[[], None]) -> Step:
         for loss in pending:
             loss.backward()
 
+    def evaluate(f: Any, k: int) -> None:  # the loss under no_grad: an inference graph
+        mark()
+        with torch.no_grad():
+            work.loss(f, seqs[k % len(seqs)])
+
     return {"sequential": sequential, "accum": sequential, "ffffbbbb": ffffbbbb,
-            "1f1b": one_f_one_b}[schedule]
+            "1f1b": one_f_one_b, "eval": evaluate}[schedule]
 
 
 def steps_per_pass(schedule: str, work: Workload) -> int:
@@ -265,6 +270,18 @@ def grad_error(work: Workload, f: Any, step: Step) -> float:
             continue
         scale = b.grad.float().abs().max().item() or 1.0
         err = max(err, (a.grad.float() - b.grad.float()).abs().max().item() / scale)
+    return err
+
+
+def output_error(work: Workload, f: Any) -> float:
+    """The largest difference of ``f``'s loss from an eager twin's under no_grad, over the
+    sequence variants, relative to the twin's (what the eval schedule checks: no gradients)."""
+    ref = work.twin()
+    err = 0.0
+    with torch.no_grad():
+        for s in work.seqs:
+            a, b = work.loss(f, s).float(), work.loss(ref, s).float()
+            err = max(err, ((a - b).abs().max() / (b.abs().max() or 1.0)).item())
     return err
 
 

@@ -22,7 +22,11 @@ pair by pair:
     python benchmarks/paired.py launch-bound sequential \
         fxslots+dynamic=true,reduce-overhead+dynamic=false --warmup-seqs
 
-Every backend's gradients are checked against eager after timing (as bench.py does).
+Every backend's gradients are checked against eager after timing (as bench.py does). The
+``eval`` schedule computes the loss under ``torch.no_grad`` (an inference graph), one variant a
+step; its error column is the loss's against eager's:
+
+    python benchmarks/paired.py llama-small eval fxslots,fxslots+cudagraphs=false,reduce-overhead
 """
 
 from __future__ import annotations
@@ -132,7 +136,8 @@ def paired(model: str, schedule: str, backends: list[str], reps: int, steps: int
         run, f, work, step = cases[b]
         name, own, _ = parse_backend(b)
         out["forward_ms"][b] = forward_ms(work, f, name, own or schedule, steps)
-        out["max_grad_err"][b] = bench_work.grad_error(work, f, step)
+        out["max_grad_err"][b] = (bench_work.output_error(work, f) if schedule == "eval"
+                                  else bench_work.grad_error(work, f, step))
     return out
 
 
@@ -197,7 +202,7 @@ def table(res: dict) -> str:
     lines = [f"{res['model']} {res['schedule']}: {res['reps']} interleaved repetitions of "
              f"{res['steps']} steps; ratio to {res['base']}, pair by pair",
              f"{'backend':<{w}} | ms/step median [min-max] | x {res['base']} median [min-max] "
-             f"| grad err | offloaded MiB/fwd | fwd ms | x link capacity "
+             f"| {'loss err' if res['schedule'] == 'eval' else 'grad err'} | offloaded MiB/fwd | fwd ms | x link capacity "
              f"(the largest variant's)"]
     for b, ms in res["ms_per_step"].items():
         r = res["ratios"][b]
