@@ -15,11 +15,12 @@ def fall_back(reason: str, strict: bool) -> None:
     _report("fallbacks", f"fxslots: this graph runs without slots: {reason}", strict)
 
 
-def run_uncaptured(reason: str, strict: bool) -> None:
-    """Report that a graph keeps its slots but runs without CUDA graphs because of ``reason``;
-    raises in strict mode."""
+def run_uncaptured(reason: str, strict: bool, slots: bool = True) -> None:
+    """Report that a graph keeps its slots (``slots``: it has some) but runs without CUDA
+    graphs because of ``reason``; raises in strict mode."""
+    stay = " (its slots stay)" if slots else ""
     _report("uncaptured_graphs",
-            f"fxslots: this graph runs without CUDA graphs (its slots stay): {reason}", strict)
+            f"fxslots: this graph runs without CUDA graphs{stay}: {reason}", strict)
 
 
 def go_without(reason: str, strict: bool) -> None:

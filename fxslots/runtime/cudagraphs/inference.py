@@ -42,13 +42,17 @@ def inference_runner(options: Options, gm: fx.GraphModule, example_inputs: Seque
     on a CUDA device and ``options.cudagraphs`` allows them, else ``run`` itself."""
     state.counters["inference_graphs"] += 1
     device = next((x.device for x in example_inputs if isinstance(x, torch.Tensor)), None)
-    if device is None or device.type != "cuda" or options.cudagraphs is False:
+    if device is None or not captures_on(device, options):
         return lambda args: run(*args)
     why = uncapturable_reason(None, gm, device, static) or _host_input(gm, device, static)
     if why is not None:
-        run_uncaptured(f"an inference graph: {why}", options.strict)
+        run_uncaptured(f"an inference graph: {why}", options.strict, slots=False)
         return lambda args: run(*args)
     return InferenceGraphs(run, gm, device, options, static)
+
+
+def captures_on(device: torch.device, options: Options) -> bool:
+    return device.type == "cuda" and options.cudagraphs is not False
 
 
 def _host_input(gm: fx.GraphModule, device: torch.device, static: Sequence[int]) -> str | None:
@@ -111,7 +115,8 @@ class InferenceGraphs:
         if self.captured[key] >= RECAPTURE_LIMIT:
             self.uncaptured.add(key)
             run_uncaptured(f"an inference graph's static inputs moved after each of its "
-                           f"{RECAPTURE_LIMIT} captures at one shape", self.options.strict)
+                           f"{RECAPTURE_LIMIT} captures at one shape", self.options.strict,
+                           slots=False)
             return None
         self.graphs.pop(key, None)  # a moved input: its memory goes before the new capture
         stage = self._stage(args)

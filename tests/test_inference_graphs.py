@@ -1,0 +1,107 @@
+"""Inference graphs' CUDA-graph bookkeeping (runtime/cudagraphs/inference.py) on CPU, with the
+stand-in capture of test_graph_executor_cpu: a replay re-runs what the capture ran on the same
+tensors. Outputs bitwise aot_eager's, including ones read after later calls (a replay writes
+the same pool bytes: a result not copied out would change), staged inputs written back,
+buffers updated in place, a moved parameter captured again. The real thing:
+tests/test_cuda_inference.py."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+import fxslots
+from fxslots.runtime.cudagraphs import inference
+from tests.test_graph_executor_cpu import _StandInCapturer, _StandInGraph
+
+
+@pytest.fixture
+def stand_in_graphs(monkeypatch):
+    monkeypatch.setattr(inference, "captures_on", lambda device, options: True)
+    monkeypatch.setattr(inference, "CudaCapturer", _StandInCapturer)
+    _StandInGraph.replays = 0
+    yield
+
+
+class Net(nn.Module):
+    """Batch norm in training mode (running statistics updated in place) and an input scaled
+    in place: mutations each replay must make as the capture did."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin, self.bn, self.out = nn.Linear(16, 32), nn.BatchNorm1d(32), nn.Linear(32, 8)
+
+    def forward(self, x):
+        x.mul_(2)
+        return self.out(torch.tanh(self.bn(self.lin(x))))
+
+
+def test_captured_inference_graphs_match_aot_eager(stand_in_graphs):
+    fxslots.reset()
+    model = Net()
+    twin = copy.deepcopy(model)
+    ours = torch.compile(model, backend="fxslots", dynamic=False)
+    ref = torch.compile(twin, backend="aot_eager", dynamic=False)
+    g = torch.Generator().manual_seed(1)
+    held = []
+    with torch.no_grad():
+        for step in range(5):
+            for n in (4, 6):
+                x = torch.randn(n, 16, generator=g)
+                x_ref = x.clone()
+                got, want = ours(x), ref(x_ref)
+                assert torch.equal(got, want), (step, n)
+                assert torch.equal(x, x_ref), f"step {step}: the input's in-place update"
+                held.append((got, want.clone()))
+    for i, (got, want) in enumerate(held):  # none overwritten by a later replay
+        assert torch.equal(got, want), i
+    for a, b in zip(model.state_dict().values(), twin.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    assert fxslots.counters["inference_captures"] == 2
+    assert _StandInGraph.replays == 8  # 5 calls a shape: a warm-up, then 4 replays
+
+
+def test_a_moved_parameter_is_captured_again(stand_in_graphs):
+    fxslots.reset()
+    model = Net().eval()
+    ours = torch.compile(model, backend="fxslots", dynamic=False)
+    x = torch.randn(4, 16)
+    with torch.no_grad():
+        for _ in range(3):
+            ours(x.clone())
+        model.lin.weight.data = torch.randn_like(model.lin.weight)
+        assert torch.equal(ours(x.clone()), model(x.clone()))
+        model.lin.weight.data = torch.randn_like(model.lin.weight)  # the last capture
+        assert torch.equal(ours(x.clone()), model(x.clone()))
+        model.lin.weight.data = torch.randn_like(model.lin.weight)
+        with pytest.warns(UserWarning, match="static inputs moved after each of its 3"):
+            assert torch.equal(ours(x.clone()), model(x.clone()))
+    assert fxslots.counters["inference_captures"] == inference.RECAPTURE_LIMIT
+    assert fxslots.counters["uncaptured_graphs"] == 1
+
+
+def test_training_graphs_keep_their_slots_beside_captured_inference(stand_in_graphs):
+    """A training forward holds the only slot while evaluations replay: its backward's
+    gradients stay aot_eager's."""
+    fxslots.reset()
+    model = Net().eval()
+    twin = copy.deepcopy(model)
+    ours = torch.compile(model, backend="fxslots", dynamic=False, options={"slots": 1})
+    ref = torch.compile(twin, backend="aot_eager", dynamic=False)
+    g = torch.Generator().manual_seed(1)
+    for _ in range(3):
+        x = torch.randn(4, 16, generator=g)
+        outs = [f(x.clone()) for f in (ours, ref)]
+        with torch.no_grad():
+            for _ in range(3):
+                e = torch.randn(6, 16, generator=g)
+                assert torch.equal(ours(e.clone()), ref(e.clone()))
+        for o in outs:
+            o.square().sum().backward()
+    for p, q in zip(model.parameters(), twin.parameters(), strict=True):
+        assert torch.equal(p.grad, q.grad)
+    assert fxslots.counters["inference_captures"] == 1
