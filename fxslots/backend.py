@@ -30,6 +30,7 @@ from .record import CompiledGraphs, graph_lines
 from .report import plan_to_json
 from .runtime.collapse import collapse_of
 from .runtime.cudagraphs.executor import GraphExecutor
+from .runtime.cudagraphs.inference import captures_on as _use_graphs
 from .runtime.cudagraphs.inference import inference_runner
 from .runtime.layout import SymbolBinder
 from .runtime.region import Region, region_for
@@ -289,10 +290,6 @@ def _device_of(saved: SavedSet, example_inputs: Any) -> torch.device:
         if isinstance(x, torch.Tensor):
             return x.device
     return torch.device("cpu")
-
-
-def _use_graphs(device: torch.device, options: Options) -> bool:
-    return device.type == "cuda" and options.cudagraphs is not False
 
 
 def _plan_summary(plan: ArenaPlan) -> str:

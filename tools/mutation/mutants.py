@@ -36,6 +36,7 @@ OFFLOADING = "fxslots/offloading.py"
 COSTS = "fxslots/costs.py"
 EXECUTOR = "fxslots/runtime/cudagraphs/executor.py"
 POOL = "fxslots/runtime/cudagraphs/pool.py"
+INFERENCE = "fxslots/runtime/cudagraphs/inference.py"
 MEMSETS = "fxslots/runtime/cudagraphs/memsets.py"
 MEMSET_KERNEL = "fxslots/runtime/cudagraphs/memset_kernel.py"
 STAGING = "fxslots/runtime/cudagraphs/staging.py"
@@ -865,6 +866,30 @@ MUTANTS: tuple[Mutant, ...] = (
            "(torch before 2.14)", "cuda",
            ("tests/test_cuda_checkpointed_rng.py::"
             "test_a_failed_capture_takes_the_checkpoint_generators_out_of_capture_mode",)),
+    Mutant("inference-inputs-not-staged", INFERENCE,
+           "        copy_staged(cap.stage, args)\n",
+           "",
+           "an inference graph's replay reads its inputs where the capture staged them: each "
+           "call copies them there first", "cpu",
+           ("tests/test_inference_graphs.py::test_captured_inference_graphs_match_aot_eager",)),
+    Mutant("inference-outputs-left-in-the-pool", INFERENCE,
+           "        return cap.results((None, None), self.device)",
+           "        return [o.value for o in cap.outs]",
+           "an inference graph's outputs are copied out of the pool (the next replay writes "
+           "those bytes)", "cpu",
+           ("tests/test_inference_graphs.py::test_captured_inference_graphs_match_aot_eager",)),
+    Mutant("inference-mutation-not-written-back", INFERENCE,
+           "        write_back(args, cap.writeback)\n",
+           "",
+           "an inference graph's in-place update of an input reaches the caller's tensor, not "
+           "just the staged copy", "cpu",
+           ("tests/test_inference_graphs.py::test_captured_inference_graphs_match_aot_eager",)),
+    Mutant("inference-replays-over-a-moved-parameter", INFERENCE,
+           "if cap is not None and cap.moved(args) is None:",
+           "if cap is not None:",
+           "an inference graph captured over a parameter's old address is captured again "
+           "where it moved", "cpu",
+           ("tests/test_inference_graphs.py::test_a_moved_parameter_is_captured_again",)),
     Mutant("expanded-input-staged-whole", STAGING,
            "        if 0 in dst.stride():",
            "        if False:",
