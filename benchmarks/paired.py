@@ -26,7 +26,7 @@ Every backend's gradients are checked against eager after timing (as bench.py do
 ``eval`` schedule computes the loss under ``torch.no_grad`` (an inference graph), one variant a
 step; its error column is the loss's against eager's:
 
-    python benchmarks/paired.py llama-small eval fxslots,fxslots+cudagraphs=false,reduce-overhead
+    python benchmarks/paired.py llama-small eval fxslots+capture_inference=true,fxslots,eager
 """
 
 from __future__ import annotations
@@ -199,10 +199,11 @@ def _links() -> dict:
 
 def table(res: dict) -> str:
     w = max(16, *map(len, res["ms_per_step"]))
+    err = "loss err" if res["schedule"] == "eval" else "grad err"
     lines = [f"{res['model']} {res['schedule']}: {res['reps']} interleaved repetitions of "
              f"{res['steps']} steps; ratio to {res['base']}, pair by pair",
              f"{'backend':<{w}} | ms/step median [min-max] | x {res['base']} median [min-max] "
-             f"| {'loss err' if res['schedule'] == 'eval' else 'grad err'} | offloaded MiB/fwd | fwd ms | x link capacity "
+             f"| {err} | offloaded MiB/fwd | fwd ms | x link capacity "
              f"(the largest variant's)"]
     for b, ms in res["ms_per_step"].items():
         r = res["ratios"][b]

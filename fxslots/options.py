@@ -45,6 +45,10 @@ class Options:
     """Refuse a variant whose saved tensors need more than this many bytes per slot."""
     cudagraphs: bool | None = None
     """Capture each (variant, slot, direction) as a CUDA graph. None: yes when on CUDA."""
+    capture_inference: bool = False
+    """Capture inference graphs (forwards under no_grad or inference_mode) as CUDA graphs too,
+    one per input shape (``runtime.cudagraphs.inference``). Off until run on a GPU (session 41
+    had no device time left to): they run uncaptured, as before."""
     on_capture_failure: str = "raise"
     """"raise": a failed capture raises, naming the node; "eager": that graph runs uncaptured."""
     memsets: str = field(
@@ -202,6 +206,7 @@ _TYPES = {
     "copy_free": (bool,),
     "max_arena_bytes": (int, type(None)),
     "cudagraphs": (bool, type(None)),
+    "capture_inference": (bool,),
     "on_capture_failure": (str,),
     "memsets": (str,),
     "debug": (bool,),

@@ -14,6 +14,7 @@ from torch import nn
 import fxslots
 
 pytestmark = pytest.mark.cuda
+CAPTURE = {"capture_inference": True}
 
 
 def _mlp(**kw) -> nn.Module:
@@ -32,7 +33,7 @@ def test_evaluation_between_training_steps_is_captured(kernels, mode):
     model = _mlp()
     eager = copy.deepcopy(model)
     c = torch.compile(model, backend="fxslots", dynamic=False,
-                      options={"kernels": kernels, "strict": True})
+                      options={"kernels": kernels, "strict": True, **CAPTURE})
     opts = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (model, eager)]
     g = torch.Generator(device="cuda").manual_seed(1)
     for step in range(4):
@@ -59,7 +60,7 @@ def test_a_parameter_that_moved_is_read_where_it_is_now():
     captured over the old address is captured again, and reads the new values."""
     fxslots.reset()
     model = _mlp()
-    c = torch.compile(model, backend="fxslots", dynamic=False)
+    c = torch.compile(model, backend="fxslots", dynamic=False, options=CAPTURE)
     x = torch.randn(8, 64, device="cuda")
     with torch.no_grad():
         for _ in range(3):
@@ -88,7 +89,7 @@ def test_mutated_buffers_and_inputs_under_no_grad():
     fxslots.reset()
     model = _Stats().cuda()
     eager = copy.deepcopy(model)
-    c = torch.compile(model, backend="fxslots", dynamic=False)
+    c = torch.compile(model, backend="fxslots", dynamic=False, options=CAPTURE)
     g = torch.Generator(device="cuda").manual_seed(1)
     with torch.no_grad():
         for step in range(4):
@@ -104,7 +105,8 @@ def test_mutated_buffers_and_inputs_under_no_grad():
 def test_dropout_draws_new_masks_at_each_replay():
     fxslots.reset()
     model = _mlp().train()
-    c = torch.compile(nn.Sequential(model, nn.Dropout(0.5)), backend="fxslots", dynamic=False)
+    c = torch.compile(nn.Sequential(model, nn.Dropout(0.5)), backend="fxslots", dynamic=False,
+                      options=CAPTURE)
     x = torch.randn(8, 64, device="cuda")
     with torch.no_grad():
         masks = [c(x) == 0 for _ in range(4)]
@@ -133,7 +135,7 @@ def test_a_failed_capture_runs_uncaptured_or_raises():
     model = _Syncs().cuda()
     x = torch.randn(4, 16, device="cuda")
     c = torch.compile(model, backend="fxslots", dynamic=False,
-                      options={"on_capture_failure": "eager"})
+                      options={"on_capture_failure": "eager", **CAPTURE})
     with torch.no_grad(), warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         outs = [c(x) for _ in range(3)]
@@ -141,7 +143,7 @@ def test_a_failed_capture_runs_uncaptured_or_raises():
     for o in outs:
         torch.testing.assert_close(o, model(x))
     fxslots.reset()
-    c = torch.compile(model, backend="fxslots", dynamic=False)
+    c = torch.compile(model, backend="fxslots", dynamic=False, options=CAPTURE)
     with torch.no_grad(), pytest.raises(fxslots.CaptureError, match="on_capture_failure"):
         for _ in range(2):
             c(x)

@@ -18,6 +18,9 @@ from fxslots.runtime.cudagraphs import inference
 from tests.test_graph_executor_cpu import _StandInCapturer, _StandInGraph
 
 
+CAPTURE = {"capture_inference": True}
+
+
 @pytest.fixture
 def stand_in_graphs(monkeypatch):
     monkeypatch.setattr(inference, "captures_on", lambda device, options: True)
@@ -44,7 +47,7 @@ def test_captured_inference_graphs_match_aot_eager(stand_in_graphs):
     fxslots.reset()
     model = Net()
     twin = copy.deepcopy(model)
-    ours = torch.compile(model, backend="fxslots", dynamic=False)
+    ours = torch.compile(model, backend="fxslots", dynamic=False, options=CAPTURE)
     ref = torch.compile(twin, backend="aot_eager", dynamic=False)
     g = torch.Generator().manual_seed(1)
     held = []
@@ -68,7 +71,7 @@ def test_captured_inference_graphs_match_aot_eager(stand_in_graphs):
 def test_a_moved_parameter_is_captured_again(stand_in_graphs):
     fxslots.reset()
     model = Net().eval()
-    ours = torch.compile(model, backend="fxslots", dynamic=False)
+    ours = torch.compile(model, backend="fxslots", dynamic=False, options=CAPTURE)
     x = torch.randn(4, 16)
     with torch.no_grad():
         for _ in range(3):
@@ -90,7 +93,7 @@ def test_training_graphs_keep_their_slots_beside_captured_inference(stand_in_gra
     fxslots.reset()
     model = Net().eval()
     twin = copy.deepcopy(model)
-    ours = torch.compile(model, backend="fxslots", dynamic=False, options={"slots": 1})
+    ours = torch.compile(model, backend="fxslots", dynamic=False, options={"slots": 1, **CAPTURE})
     ref = torch.compile(twin, backend="aot_eager", dynamic=False)
     g = torch.Generator().manual_seed(1)
     for _ in range(3):
@@ -105,3 +108,13 @@ def test_training_graphs_keep_their_slots_beside_captured_inference(stand_in_gra
     for p, q in zip(model.parameters(), twin.parameters(), strict=True):
         assert torch.equal(p.grad, q.grad)
     assert fxslots.counters["inference_captures"] == 1
+
+
+def test_inference_graphs_run_uncaptured_unless_asked(stand_in_graphs):
+    fxslots.reset()
+    ours = torch.compile(Net().eval(), backend="fxslots", dynamic=False)
+    with torch.no_grad():
+        for _ in range(3):
+            ours(torch.randn(4, 16))
+    assert fxslots.counters["inference_graphs"] == 1
+    assert fxslots.counters["inference_captures"] == 0 and _StandInGraph.replays == 0

@@ -16,7 +16,7 @@ cuda_tests_printing r61b 150 tests/test_cuda_checkpointed_rng.py
 echo "t=$(( $(date +%s) - t0 ))"
 left=$(( ${LIMIT:-500} - $(date +%s) + t0 ))
 [ $left -gt 90 ] && timeout $left python3 benchmarks/paired.py llama-small eval \
-  fxslots,fxslots+cudagraphs=false,reduce-overhead,eager --reps 7 --steps 8 \
+  fxslots+capture_inference=true,fxslots,reduce-overhead,eager --reps 7 --steps 8 \
   --seconds $(( left - 40 )) --out "$OUT/r61b-eval.json" 2>&1 \
   | grep -v "captured a CUDA graph" > "$OUT/r61b-eval.txt"; tail -9 "$OUT/r61b-eval.txt"
 echo "t=$(( $(date +%s) - t0 ))"

@@ -39,10 +39,11 @@ RECAPTURE_LIMIT = 3  # captures of one shape, after which a moving static input 
 def inference_runner(options: Options, gm: fx.GraphModule, example_inputs: Sequence[Any],
                      run: Callable[..., Any], static: Sequence[int]) -> Callable[[list], Any]:
     """What runs the inference graph ``gm`` (compiled as ``run``): its CUDA graphs where it is
-    on a CUDA device and ``options.cudagraphs`` allows them, else ``run`` itself."""
+    on a CUDA device and ``options`` ask for them (``capture_inference``, ``cudagraphs``), else
+    ``run`` itself."""
     state.counters["inference_graphs"] += 1
     device = next((x.device for x in example_inputs if isinstance(x, torch.Tensor)), None)
-    if device is None or not captures_on(device, options):
+    if device is None or not options.capture_inference or not captures_on(device, options):
         return lambda args: run(*args)
     why = uncapturable_reason(None, gm, device, static) or _host_input(gm, device, static)
     if why is not None:
