@@ -161,7 +161,7 @@ class InferenceGraphs:
         msg = (f"fxslots: capturing an inference graph as a CUDA graph failed at {where}: "
                f"{type(failed.cause).__name__}: {gist(failed.cause)}. Set "
                f"options={{'on_capture_failure': 'eager'}} to run it without a CUDA graph, or "
-               f"options={{'cudagraphs': False}} for the whole model")
+               f"options={{'capture_inference': False}} for every inference graph")
         if self.options.on_capture_failure != "eager":
             raise CaptureError(msg) from failed.cause
         warnings.warn(msg, stacklevel=4)
