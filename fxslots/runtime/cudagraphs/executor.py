@@ -282,13 +282,8 @@ class GraphExecutor:
         return () if buffer is None or buffer.tensor is None else (buffer.tensor,)
 
     def _failed(self, variant, slot, key, failed: CaptureFailed) -> None:
-        node, root = failed.node, failed.cause
-        if node is not None:
-            where = f"node {node.name} ({node.target})"
-        elif isinstance(variant.runner(key.direction), torch.fx.GraphModule):
-            where = "its start"
-        else:  # Inductor's code runs as one call
-            where = "a call of Inductor's code (no node to name)"
+        root = failed.cause
+        where = failed.where(not isinstance(variant.runner(key.direction), torch.fx.GraphModule))
         msg = (f"fxslots: capturing the {key.direction.value} graph of {variant.name} (slot "
                f"{slot.index}) as a CUDA graph failed at {where}: {type(root).__name__}: "
                f"{gist(root)}. Set options={{'on_capture_failure': 'eager'}} to run this graph "

@@ -27,6 +27,7 @@ from ...fallback import run_uncaptured
 from ...options import Options
 from ...passes.collect import mutated_placeholders
 from ..layout import make_views, pack
+from ..ring import lasting
 from .outputs import Captured, describe_outputs
 from .pool import CaptureFailed, CudaCapturer
 from .staging import copy_staged, write_back
@@ -150,14 +151,11 @@ class InferenceGraphs:
         geometry, nbytes = pack([(args[i].dtype, tuple(args[i].shape), args[i].stride())
                                  for i in indices], self.options.alignment)
         with torch.inference_mode(False):  # written by later calls, maybe outside that mode
-            storage = torch.empty(max(nbytes, 1), dtype=torch.uint8,
-                                  device=self.device).untyped_storage()
+            storage = lasting(nbytes, self.device).untyped_storage()
         return tuple(zip(indices, make_views(storage, self.device, geometry), strict=True))
 
     def _failed(self, key: tuple, failed: CaptureFailed) -> None:
-        where = "its start" if failed.node is None else f"node {failed.node.name}"
-        if failed.node is None and not isinstance(self.run, fx.GraphModule):
-            where = "a call of Inductor's code (no node to name)"
+        where = failed.where(not isinstance(self.run, fx.GraphModule))
         msg = (f"fxslots: capturing an inference graph as a CUDA graph failed at {where}: "
                f"{type(failed.cause).__name__}: {gist(failed.cause)}. Set "
                f"options={{'on_capture_failure': 'eager'}} to run it without a CUDA graph, or "

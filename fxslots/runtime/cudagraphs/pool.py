@@ -109,6 +109,12 @@ class CaptureFailed(Exception):
         super().__init__(node, cause)
         self.node, self.cause = node, cause
 
+    def where(self, compiled: bool) -> str:
+        """Where it failed, for a message; ``compiled``: the graph ran as one call of code."""
+        if self.node is not None:
+            return f"node {self.node.name} ({self.node.target})"
+        return "a call of Inductor's code (no node to name)" if compiled else "its start"
+
 
 class CudaCapturer:
     """Captures FX graphs as CUDA graphs into the shared pool of one device; with
