@@ -45,10 +45,9 @@ class Options:
     """Refuse a variant whose saved tensors need more than this many bytes per slot."""
     cudagraphs: bool | None = None
     """Capture each (variant, slot, direction) as a CUDA graph. None: yes when on CUDA."""
-    capture_inference: bool = False
+    capture_inference: bool = True
     """Capture inference graphs (forwards under no_grad or inference_mode) as CUDA graphs too,
-    one per input shape (``runtime.cudagraphs.inference``). Off until run on a GPU (session 41
-    had no device time left to): they run uncaptured, as before."""
+    one per input shape (``runtime.cudagraphs.inference``). False: they run uncaptured."""
     on_capture_failure: str = "raise"
     """"raise": a failed capture raises, naming the node; "eager": that graph runs uncaptured."""
     memsets: str = field(

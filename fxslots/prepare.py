@@ -25,15 +25,20 @@ class Prepared:
     captures: int
     arena_bytes: tuple[int, ...]  # per slot, over every region
     seconds: float
+    evaluations: int = 0
+    inference_captures: int = 0
 
     def __str__(self) -> str:
+        evals = (f", {self.evaluations} evaluations ({self.inference_captures} inference graph "
+                 f"captures)" if self.evaluations else "")
         return (f"fxslots.prepare: {self.examples} examples, {self.compiles} compiles, "
                 f"{self.captures} CUDA graph captures, arenas {list(self.arena_bytes)} bytes "
-                f"per slot, {self.seconds:.2f} s")
+                f"per slot{evals}, {self.seconds:.2f} s")
 
 
-def prepare(model: Any, examples: Sequence[Any], *, slots: int = 1,
-            in_flight: bool = False, hold_outputs: bool = False) -> Prepared:
+def prepare(model: Any, examples: Sequence[Any] = (), *, slots: int = 1,
+            in_flight: bool = False, hold_outputs: bool = False,
+            evaluations: Sequence[Any] = (), eval_mode: bool = True) -> Prepared:
     """Run ``model`` (compiled with ``backend="fxslots"``) forward and backward on every example
     (a tuple of arguments, or one tensor), ``slots`` microbatches in flight, twice: the first
     pass compiles, sizes the arenas (largest example first, so they grow once) and warms up,
@@ -52,23 +57,31 @@ def prepare(model: Any, examples: Sequence[Any], *, slots: int = 1,
     captures them in its first steps, logged. Afterwards a capture during training is a shape
     ``examples`` did not cover (logged once).
     """
-    if not examples:
+    if not examples and not evaluations:
         raise FxslotsError("fxslots.prepare got no examples; pass one argument tuple per shape "
-                           "variant the training will see")
-    calls = [e if isinstance(e, (tuple, list)) else (e,) for e in examples]
+                           "variant the training will see (evaluations=... for the shapes of "
+                           "its evaluations)")
+    calls, evals = _as_calls(examples), _as_calls(evaluations)
     if not in_flight:
         calls.sort(key=lambda args: -sum(a.numel() for a in args if isinstance(a, torch.Tensor)))
-    compiles, captures, t0 = state.counters["compiles"], state.counters["captures"], \
-        time.perf_counter()
+    before, t0 = dict(state.counters), time.perf_counter()
     module = _module_of(model)
     with restored(module), _preparing():
-        _run_passes(model, module, calls, slots, in_flight, hold_outputs)
-    if any(a.is_cuda for args in calls for a in args if isinstance(a, torch.Tensor)):
+        if calls:
+            _run_passes(model, module, calls, slots, in_flight, hold_outputs)
+        with _evaluating(module, eval_mode), torch.no_grad():
+            _evaluate(model, evals)
+    if any(a.is_cuda for args in calls + evals for a in args if isinstance(a, torch.Tensor)):
         torch.cuda.synchronize()
-    report = Prepared(len(calls), state.counters["compiles"] - compiles,
-                      state.counters["captures"] - captures,
+    return _report(before, t0, len(calls), len(evals))
+
+
+def _report(before: dict, t0: float, examples: int, evaluations: int) -> Prepared:
+    grew = {k: state.counters[k] - before.get(k, 0)
+            for k in ("compiles", "captures", "inference_captures")}
+    report = Prepared(examples, grew["compiles"], grew["captures"],
                       tuple(s.nbytes for r in state.regions.values() for s in r.ring.slots),
-                      time.perf_counter() - t0)
+                      time.perf_counter() - t0, evaluations, grew["inference_captures"])
     log.info("%s", report)
     return report
 
@@ -99,6 +112,34 @@ def _run_passes(model: Any, module: torch.nn.Module | None, calls: list, slots: 
     with _gradients_in_arenas() as any_:
         if any_ and module is not None:
             passes(1)
+
+
+def _evaluate(model: Any, evals: list) -> None:
+    """Each evaluation until its inference graph is captured: a warm-up, another where
+    Inductor compiled the graph in the first, then the capture."""
+    for args in evals:
+        captured = state.counters["inference_captures"]
+        for _ in range(3):
+            model(*args)
+            if state.counters["inference_captures"] > captured:
+                break
+
+
+@contextlib.contextmanager
+def _evaluating(module: torch.nn.Module | None, eval_mode: bool) -> Iterator[None]:
+    """The module in eval mode for the block, if asked; each submodule's mode put back."""
+    modes = [(m, m.training) for m in module.modules()] if module is not None else []
+    if eval_mode and module is not None:
+        module.eval()
+    try:
+        yield
+    finally:
+        for m, training in modes:
+            m.training = training
+
+
+def _as_calls(examples: Sequence[Any]) -> list:
+    return [e if isinstance(e, (tuple, list)) else (e,) for e in examples]
 
 
 def _in_flight(model: Any, module: torch.nn.Module | None, group: list, first: int,

@@ -110,11 +110,53 @@ def test_training_graphs_keep_their_slots_beside_captured_inference(stand_in_gra
     assert fxslots.counters["inference_captures"] == 1
 
 
-def test_inference_graphs_run_uncaptured_unless_asked(stand_in_graphs):
+def test_inference_graphs_are_captured_unless_turned_off(stand_in_graphs):
     fxslots.reset()
-    ours = torch.compile(Net().eval(), backend="fxslots", dynamic=False)
+    on = torch.compile(Net().eval(), backend="fxslots", dynamic=False)
+    off = torch.compile(Net().eval(), backend="fxslots", dynamic=False,
+                        options={"capture_inference": False})
     with torch.no_grad():
         for _ in range(3):
-            ours(torch.randn(4, 16))
-    assert fxslots.counters["inference_graphs"] == 1
-    assert fxslots.counters["inference_captures"] == 0 and _StandInGraph.replays == 0
+            on(torch.randn(4, 16))
+        assert fxslots.counters["inference_captures"] == 1
+        for _ in range(3):
+            off(torch.randn(4, 16))
+    assert fxslots.counters["inference_graphs"] == 2
+    assert fxslots.counters["inference_captures"] == 1 and _StandInGraph.replays == 2
+
+
+def test_prepare_captures_each_evaluation_shape(stand_in_graphs):
+    """``fxslots.prepare(..., evaluations=...)`` captures every evaluation shape in eval mode,
+    leaves the module's mode and buffers as they were, and the loop after it captures nothing
+    and matches aot_eager."""
+    fxslots.reset()
+    model = Net()
+    twin = copy.deepcopy(model)
+    ours = torch.compile(model, backend="fxslots", dynamic=False)
+    ref = torch.compile(twin, backend="aot_eager", dynamic=False)
+    report = fxslots.prepare(ours, [torch.randn(4, 16)],
+                             evaluations=[torch.randn(n, 16) for n in (6, 10)])
+    assert (report.evaluations, report.inference_captures) == (2, 2), report
+    assert "2 evaluations (2 inference graph captures)" in str(report)
+    assert model.training and all(m.training for m in model.modules())
+    for a, b in zip(model.state_dict().values(), twin.state_dict().values(), strict=True):
+        assert torch.equal(a, b), "prepare changed a buffer"
+    g = torch.Generator().manual_seed(1)
+    for m in (model, twin):
+        m.eval()
+    with torch.no_grad():
+        for n in (6, 10, 6):
+            x = torch.randn(n, 16, generator=g)
+            assert torch.equal(ours(x.clone()), ref(x.clone()))
+    assert fxslots.counters["inference_captures"] == 2, "prepare missed an evaluation shape"
+
+
+def test_prepare_takes_evaluations_alone(stand_in_graphs):
+    fxslots.reset()
+    model = Net()
+    ours = torch.compile(model, backend="fxslots", dynamic=False)
+    report = fxslots.prepare(ours, evaluations=[(torch.randn(6, 16),)], eval_mode=False)
+    assert (report.examples, report.captures, report.inference_captures) == (0, 0, 1)
+    with torch.no_grad():  # prepared in training mode, so training mode's graph replays
+        ours(torch.randn(6, 16))
+    assert fxslots.counters["inference_captures"] == 1 and _StandInGraph.replays == 2

@@ -9,7 +9,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/r61
 t0=$(date +%s)
 cuda_tests r61b 120 tests/test_cuda_inference.py
 echo "t=$(( $(date +%s) - t0 ))"
-timeout 60 python3 benchmarks/results/h200-run61/rng_probe.py 2>&1 | grep -v Warning \
+timeout 60 python3 benchmarks/results/h200-run62/rng_probe.py 2>&1 | grep -v Warning \
   > "$OUT/r61b-probe.txt"; cut -c1-250 "$OUT/r61b-probe.txt"
 echo "t=$(( $(date +%s) - t0 ))"
 cuda_tests_printing r61b 150 tests/test_cuda_checkpointed_rng.py

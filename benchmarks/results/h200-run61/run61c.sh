@@ -7,7 +7,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/r61
 t0=$(date +%s)
 cuda_tests r61c 100 tests/test_cuda_inference.py
 echo "t=$(( $(date +%s) - t0 ))"
-timeout 40 python3 benchmarks/results/h200-run61/rng_probe.py 2>&1 | grep -v Warning \
+timeout 40 python3 benchmarks/results/h200-run62/rng_probe.py 2>&1 | grep -v Warning \
   > "$OUT/r61c-probe.txt"; cut -c1-250 "$OUT/r61c-probe.txt"
 echo "t=$(( $(date +%s) - t0 ))"
 left=$(( ${LIMIT:-200} - $(date +%s) + t0 ))

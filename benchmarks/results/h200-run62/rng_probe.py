@@ -1,8 +1,10 @@
-"""Run 61b: what a failed capture leaves in a registered generator (torch 2.11), and whether
+"""Runs 61b, 62a: what a failed capture leaves in a registered generator (torch 2.11), and whether
 torch.compile's default hits the flash-backward stride assertion of 61a's first test model."""
 import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
+
+torch.cuda.init()  # default_generators is empty until CUDA is initialised (61b failed there)
 
 
 def use(label, gen=None):
@@ -10,7 +12,7 @@ def use(label, gen=None):
         torch.rand(4, device="cuda", generator=gen)
         torch.cuda.synchronize()
         print(f"{label}: ok")
-    except RuntimeError as e:
+    except Exception as e:
         print(f"{label}: {type(e).__name__}: {str(e).splitlines()[0][:150]}")
 
 
@@ -22,8 +24,8 @@ def failed_capture(gen, mode):
             torch.rand(4, device="cuda", generator=gen)
             torch.rand(4, device="cuda")
             torch.zeros(1, device="cuda").item()
-    except RuntimeError as e:
-        print(f"  capture ({mode}) failed: {str(e).splitlines()[0][:150]}")
+    except Exception as e:
+        print(f"  capture ({type(e).__name__}) ({mode}) failed: {str(e).splitlines()[0][:150]}")
     del g
 
 
@@ -44,7 +46,7 @@ for mode in ("thread_local", "global"):
         if recovery != "none":
             try:
                 probe(gen if recovery == "probe+registered" else None)
-            except RuntimeError as e:
+            except Exception as e:
                 print(f"  probe failed: {str(e).splitlines()[0][:150]}")
         use(f"{mode}/{recovery} registered generator after", gen)
         use(f"{mode}/{recovery} default generator after")
