@@ -115,8 +115,11 @@ class _Compiler:
     def compile_inference(self, gm: fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
         run = kernels.kernels_for(self.options, gm, example_inputs, "an inference graph",
                                   is_inference=True)
-        return boxed(inference_runner(self.options, gm, example_inputs, run,
-                                      _torch.tracing_static_input_indices()))
+        runner = inference_runner(self.options, gm, example_inputs, run,
+                                  _torch.tracing_static_input_indices())
+        shown = format_graph(gm)
+        state.record(CompiledGraphs(None, None, None, shown, shown, inference=runner.how))
+        return boxed(runner)
 
     def compile_forward(self, fw: fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
         """collect -> plan -> rewrite -> verify; or fall back, with the reason, to no slots.

@@ -92,7 +92,7 @@ def build_figure(report: Any, *, dpi: int = 100) -> Any:
     for i, (ax, g) in enumerate(zip(axes, graphs)):
         title = _graph_title(i, g)
         if g.plan is None:
-            _message(ax, f"{title}: runs without slots: {g.fallback or 'no plan'}")
+            _message(ax, f"{title}: runs without slots: {g.fallback or g.inference or 'no plan'}")
         else:
             _draw_plan(ax, g, title)
     if len(report.graphs) > MAX_GRAPHS:

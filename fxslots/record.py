@@ -53,3 +53,4 @@ class CompiledGraphs:
     partitioner: str = ""  # the partitioner that split forward from backward ("auto" resolved)
     recomputed: tuple[str, ...] = ()  # forward ops the recompute policy moved to the backward
     recompute: str = "none"  # that policy's name
+    inference: str = ""  # an inference graph: how it runs (captured, or why not)

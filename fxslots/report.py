@@ -25,37 +25,7 @@ class Report:
     slots: list[dict[str, Any]] = field(default_factory=list)  # the ring after the step
 
     def __str__(self) -> str:
-        parts = []
-        for i, g in enumerate(self.graphs):
-            title = f"graph {i}" + (f" ({g.variant.name} of {g.variant.ring.name})"
-                                    if g.variant is not None else "")
-            parts.append(f"===== {title} =====")
-            if g.fallback:
-                parts.append(f"runs without slots: {g.fallback}")
-            parts.append("----- forward (rewritten) -----")
-            parts.append(g.forward_after)
-            if g.variant is not None and g.variant.deliver_forward is not None:
-                parts.append("----- forward, delivering its outputs into its slot's output "
-                             "buffer (what CUDA graphs replay) -----")
-                parts.append(format_graph(g.variant.deliver_forward.graph))
-            parts.append("----- backward -----")
-            parts.append(g.backward or "(not compiled)")
-            if g.delivering:
-                parts.append("----- backward, delivering its gradients into the output buffer "
-                             "(what CUDA graphs replay) -----")
-                parts.append(g.delivering)
-            if g.plan is not None:
-                parts.append("----- plan -----")
-                parts.append(format_plan(g.saved, g.plan))
-            if g.partitioner:
-                parts.append(f"partitioned by: {g.partitioner}")
-            if g.recomputed:
-                parts.append(f"recomputed in backward instead of saved (recompute="
-                             f"{g.recompute!r}): {', '.join(g.recomputed)}")
-            parts.extend(_arena_grads(g.variant))
-            if g.kernels:  # kernels="inductor": who writes each group's slot bytes
-                parts.append("----- Inductor's slot writes (read from its code) -----")
-                parts.extend(g.kernels)
+        parts = [line for i, g in enumerate(self.graphs) for line in _describe(i, g)]
         room = _room(self.graphs)
         if room is not None:
             parts += ["----- CUDA graph pool -----", room]
@@ -140,6 +110,43 @@ def explain(model: torch.nn.Module, *args: Any, dynamic: bool | None = None,
                           "variant": s.variant, "microbatch": s.microbatch,
                           "pending": s.pending()})
     return Report(rec, slots)
+
+
+def _describe(i: int, g: Any) -> list[str]:
+    """One compiled graph: its graphs, plan and notes, as ``explain`` prints them."""
+    title = f"graph {i}" + (f" ({g.variant.name} of {g.variant.ring.name})"
+                            if g.variant is not None else "")
+    parts = [f"===== {title} ====="]
+    if g.inference:
+        return parts + [f"an inference graph (no backward, no slot): {g.inference}",
+                        g.forward_after]
+    if g.fallback:
+        parts.append(f"runs without slots: {g.fallback}")
+    parts.append("----- forward (rewritten) -----")
+    parts.append(g.forward_after)
+    if g.variant is not None and g.variant.deliver_forward is not None:
+        parts.append("----- forward, delivering its outputs into its slot's output "
+                     "buffer (what CUDA graphs replay) -----")
+        parts.append(format_graph(g.variant.deliver_forward.graph))
+    parts.append("----- backward -----")
+    parts.append(g.backward or "(not compiled)")
+    if g.delivering:
+        parts.append("----- backward, delivering its gradients into the output buffer "
+                     "(what CUDA graphs replay) -----")
+        parts.append(g.delivering)
+    if g.plan is not None:
+        parts.append("----- plan -----")
+        parts.append(format_plan(g.saved, g.plan))
+    if g.partitioner:
+        parts.append(f"partitioned by: {g.partitioner}")
+    if g.recomputed:
+        parts.append(f"recomputed in backward instead of saved (recompute="
+                     f"{g.recompute!r}): {', '.join(g.recomputed)}")
+    parts.extend(_arena_grads(g.variant))
+    if g.kernels:  # kernels="inductor": who writes each group's slot bytes
+        parts.append("----- Inductor's slot writes (read from its code) -----")
+        parts.extend(g.kernels)
+    return parts
 
 
 def _arena_grads(variant: Any) -> list[str]:

@@ -180,3 +180,10 @@ def test_prepare_captures_the_evaluations_before_training(kernels):
             m.train()
     assert fxslots.counters["inference_captures"] == evals, "prepare missed an evaluation"
     assert fxslots.counters["captures"] == captures, "prepare missed a training graph"
+
+
+def test_explain_says_an_inference_graph_is_captured():
+    fxslots.reset()
+    with torch.no_grad():
+        text = str(fxslots.explain(_mlp(), torch.randn(8, 64, device="cuda")))
+    assert "an inference graph (no backward, no slot): captured as a CUDA graph" in text, text

@@ -160,3 +160,24 @@ def test_prepare_takes_evaluations_alone(stand_in_graphs):
     with torch.no_grad():  # prepared in training mode, so training mode's graph replays
         ours(torch.randn(6, 16))
     assert fxslots.counters["inference_captures"] == 1 and _StandInGraph.replays == 2
+
+
+@pytest.mark.parametrize("options, how", [
+    ({}, "captured as a CUDA graph per input shape"),
+    ({"capture_inference": False}, "runs uncaptured: options={'capture_inference': False}"),
+])
+def test_explain_shows_an_inference_graph_and_how_it_runs(stand_in_graphs, options, how):
+    fxslots.reset()
+    with torch.no_grad():
+        report = fxslots.explain(Net().eval(), torch.randn(4, 16), **options)
+    text = str(report)
+    assert f"an inference graph (no backward, no slot): {how}" in text, text
+    assert "aten.addmm" in text and "backward" not in text.split("slot):")[1]
+    assert report.plans == []
+
+
+def test_explain_on_cpu_says_why_nothing_is_captured():
+    fxslots.reset()
+    with torch.no_grad():
+        text = str(fxslots.explain(Net().eval(), torch.randn(4, 16)))
+    assert "runs uncaptured: it runs on cpu" in text, text

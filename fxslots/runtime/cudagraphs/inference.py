@@ -44,17 +44,39 @@ def inference_runner(options: Options, gm: fx.GraphModule, example_inputs: Seque
     ``run`` itself."""
     state.counters["inference_graphs"] += 1
     device = next((x.device for x in example_inputs if isinstance(x, torch.Tensor)), None)
-    if device is None or not options.capture_inference or not captures_on(device, options):
-        return lambda args: run(*args)
+    if (off := _off(device, options)) is not None:
+        return Uncaptured(run, off)
     why = uncapturable_reason(None, gm, device, static) or _host_input(gm, device, static)
     if why is not None:
         run_uncaptured(f"an inference graph: {why}", options.strict, slots=False)
-        return lambda args: run(*args)
+        return Uncaptured(run, why)
     return InferenceGraphs(run, gm, device, options, static)
 
 
 def captures_on(device: torch.device, options: Options) -> bool:
     return device.type == "cuda" and options.cudagraphs is not False
+
+
+def _off(device: torch.device | None, options: Options) -> str | None:
+    """Why inference graphs on ``device`` are not captured, as ``options`` say: or None."""
+    if not options.capture_inference:
+        return "options={'capture_inference': False}"
+    if device is None:
+        return "it reads no tensor"
+    if not captures_on(device, options):
+        return (f"it runs on {device}" if device.type != "cuda"
+                else "options={'cudagraphs': False}")
+    return None
+
+
+class Uncaptured:
+    """An inference graph run as compiled: ``how`` says why it is not captured."""
+
+    def __init__(self, run: Callable[..., Any], why: str):
+        self.run, self.how = run, f"runs uncaptured: {why}"
+
+    def __call__(self, args: list[Any]) -> Any:
+        return self.run(*args)
 
 
 def _host_input(gm: fx.GraphModule, device: torch.device, static: Sequence[int]) -> str | None:
@@ -69,6 +91,9 @@ def _host_input(gm: fx.GraphModule, device: torch.device, static: Sequence[int])
 
 class InferenceGraphs:
     """The CUDA graphs of one inference graph, one per input shape (``_key``)."""
+
+    how = ("captured as a CUDA graph per input shape, at its second call (inputs staged, "
+           "outputs copied out of the pool)")
 
     def __init__(self, run: Callable[..., Any], gm: fx.GraphModule, device: torch.device,
                  options: Options, static: Sequence[int]):
