@@ -144,6 +144,30 @@ def test_a_failed_capture_takes_the_checkpoint_generators_out_of_capture_mode():
     F.dropout(torch.ones(4, device="cuda"), 0.5)  # the default generator left capture too
 
 
+def _draws_then_syncs(gen: torch.Generator) -> float:
+    torch.rand(4, device="cuda", generator=gen)
+    torch.rand(4, device="cuda")
+    return torch.zeros(1, device="cuda").item()  # a host sync: the capture fails
+
+
+def test_recovery_ends_the_capture_of_a_generator_that_drew_in_the_failed_capture():
+    """The capturer driven directly with a generator among its arguments, drawn from inside a
+    capture that a host sync then fails: on torch 2.11 it stays in capture mode (its next draw
+    outside a graph raises "Offset increment outside graph capture") unless recovery's probe
+    capture registers it too (run 62a, rng_probe.py). Afterwards it and the default generator
+    draw outside graphs again."""
+    from fxslots.runtime.cudagraphs.pool import CaptureFailed, CudaCapturer
+
+    fxslots.reset()
+    torch.cuda.init()
+    gen = torch.cuda.default_generators[torch.cuda.current_device()].clone_state()
+    with pytest.raises(CaptureFailed):
+        CudaCapturer(torch.device("cuda")).capture(_draws_then_syncs, [gen])
+    torch.rand(4, device="cuda", generator=gen)
+    torch.rand(4, device="cuda")
+    torch.cuda.synchronize()
+
+
 class CheckpointedAttentionDropout(nn.Module):
     """Checkpointed bf16 attention with dropout whose values are the identity: each head's
     output is its dropped-out attention matrix, so the value's gradient, the sum over heads of

@@ -865,7 +865,9 @@ MUTANTS: tuple[Mutant, ...] = (
            "a failed capture's recovery takes the generators it registered out of capture mode "
            "(torch before 2.14)", "cuda",
            ("tests/test_cuda_checkpointed_rng.py::"
-            "test_a_failed_capture_takes_the_checkpoint_generators_out_of_capture_mode",)),
+            "test_a_failed_capture_takes_the_checkpoint_generators_out_of_capture_mode",
+            "tests/test_cuda_checkpointed_rng.py::"
+            "test_recovery_ends_the_capture_of_a_generator_that_drew_in_the_failed_capture")),
     Mutant("inference-inputs-not-staged", INFERENCE,
            "        copy_staged(cap.stage, args)\n",
            "",
