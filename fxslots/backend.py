@@ -117,8 +117,8 @@ class _Compiler:
                                   is_inference=True)
         runner = inference_runner(self.options, gm, example_inputs, run,
                                   _torch.tracing_static_input_indices())
-        shown = format_graph(gm)
-        state.record(CompiledGraphs(None, None, None, shown, shown, inference=runner.how))
+        if state.recorders:  # only explain() reads it: no graph printed at every compile
+            state.record(CompiledGraphs.of_inference(format_graph(gm), runner.how))
         return boxed(runner)
 
     def compile_forward(self, fw: fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:

@@ -54,3 +54,8 @@ class CompiledGraphs:
     recomputed: tuple[str, ...] = ()  # forward ops the recompute policy moved to the backward
     recompute: str = "none"  # that policy's name
     inference: str = ""  # an inference graph: how it runs (captured, or why not)
+
+    @classmethod
+    def of_inference(cls, graph: str, how: str) -> CompiledGraphs:
+        """An inference graph's record: its graph as printed (nothing rewrote it), and how."""
+        return cls(None, None, None, graph, graph, inference=how)
