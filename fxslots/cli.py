@@ -173,15 +173,15 @@ def check_inputs(model: Any, inputs: list[Any], target: str, text: str) -> None:
     usage error naming the model's complaint, not a compile failure deep inside Dynamo."""
     import torch
 
-    training = model.training
+    from .prepare import _evaluating
+
     try:
-        with torch.no_grad():
-            model.eval()
+        # Each submodule's own mode comes back (a norm kept frozen in eval stays so), not the
+        # root's mode spread over all of them.
+        with _evaluating(model, True), torch.no_grad():
             model(*inputs)
     except Exception as e:
         raise UsageError(f"{target} does not run on --input {text}: {_one_line(e)}") from e
-    finally:
-        model.train(training)
 
 
 def explain_command(args: argparse.Namespace) -> int:

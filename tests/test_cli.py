@@ -133,3 +133,15 @@ def test_offload_policy_reaches_the_plan():
                          capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "offloaded" in out.stdout and "host arena bytes per slot: 1024" in out.stdout
+
+
+def test_checking_inputs_puts_back_each_submodules_mode():
+    # A norm kept frozen in eval mode inside a training model must stay frozen: the check runs
+    # the model in eval mode, then gives every submodule its own mode back, not the root's.
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4))
+    model[1].eval()
+    cli.check_inputs(model, [torch.randn(3, 4)], "m", "3x4")
+    assert model.training and model[0].training and not model[1].training
+    with pytest.raises(cli.UsageError, match="does not run on --input 3x5"):
+        cli.check_inputs(model, [torch.randn(3, 5)], "m", "3x5")
+    assert model.training and not model[1].training
