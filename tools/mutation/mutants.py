@@ -858,10 +858,13 @@ MUTANTS: tuple[Mutant, ...] = (
            "capture (a replay draws new numbers, a recompute its forward's)", "cuda",
            ("tests/test_cuda_checkpointed_rng.py::"
             "test_checkpointed_dropout_is_captured_and_recomputes_its_forwards_mask",)),
+    # The registration that does the work: after a capture that failed in capture_end, the pool
+    # probe always fails on torch 2.11-2.13 (the pinned host allocator still records into the
+    # pool; run 62b), so recovery ends the generators' capture in end_rng_capture's probe.
     Mutant("recovery-leaves-generators-capturing", POOL,
            "        register_generators(probe, args, device)\n"
-           "        with torch.device(device), torch.cuda.graph(probe, pool=pool.handle):",
-           "        with torch.device(device), torch.cuda.graph(probe, pool=pool.handle):",
+           "        with torch.cuda.device(device), torch.cuda.graph(probe):",
+           "        with torch.cuda.device(device), torch.cuda.graph(probe):",
            "a failed capture's recovery takes the generators it registered out of capture mode "
            "(torch before 2.14)", "cuda",
            ("tests/test_cuda_checkpointed_rng.py::"

@@ -240,9 +240,9 @@ def recover(device: torch.device, pool: SharedPool, stream: torch.cuda.Stream,
     stream, the allocator's routing into the shared pool and, on torch versions that keep one
     capture flag per RNG generator, that flag, of the default generator and of the ones among
     ``args`` the capture registered. A capture that completes on the pool, with them registered,
-    proves it usable again and clears the flags; where some allocator (the pinned host one has
-    no Python hook) still counts the pool as recording, the pool is retired (graphs captured in
-    it keep working, new ones go to a fresh pool) and a private capture clears the flags."""
+    proves it usable again and clears the flags; where the pinned host allocator (no Python hook)
+    still counts the pool as recording, as torch 2.11 always does here (run 62b), the pool is
+    retired (its graphs keep working, new ones get a fresh pool), a private capture the flags."""
     torch.cuda.set_stream(stream)
     index = device_index(device)
     _torch.end_allocate_to_pool(index, pool.handle)
