@@ -173,12 +173,12 @@ def check_inputs(model: Any, inputs: list[Any], target: str, text: str) -> None:
     usage error naming the model's complaint, not a compile failure deep inside Dynamo."""
     import torch
 
-    from .prepare import _evaluating
+    from .prepare import evaluating
 
     try:
         # Each submodule's own mode comes back (a norm kept frozen in eval stays so), not the
         # root's mode spread over all of them.
-        with _evaluating(model, True), torch.no_grad():
+        with evaluating(model, True), torch.no_grad():
             model(*inputs)
     except Exception as e:
         raise UsageError(f"{target} does not run on --input {text}: {_one_line(e)}") from e

@@ -69,7 +69,7 @@ def prepare(model: Any, examples: Sequence[Any] = (), *, slots: int = 1,
     with restored(module), _preparing():
         if calls:
             _run_passes(model, module, calls, slots, in_flight, hold_outputs)
-        with _evaluating(module, eval_mode), torch.no_grad():
+        with evaluating(module, eval_mode), torch.no_grad():
             _evaluate(model, evals)
     if any(a.is_cuda for args in calls + evals for a in args if isinstance(a, torch.Tensor)):
         torch.cuda.synchronize()
@@ -126,7 +126,7 @@ def _evaluate(model: Any, evals: list) -> None:
 
 
 @contextlib.contextmanager
-def _evaluating(module: torch.nn.Module | None, eval_mode: bool) -> Iterator[None]:
+def evaluating(module: torch.nn.Module | None, eval_mode: bool) -> Iterator[None]:
     """The module in eval mode for the block, if asked; each submodule's mode put back."""
     modes = [(m, m.training) for m in module.modules()] if module is not None else []
     if eval_mode and module is not None:
