@@ -859,8 +859,8 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/test_cuda_checkpointed_rng.py::"
             "test_checkpointed_dropout_is_captured_and_recomputes_its_forwards_mask",)),
     # The registration that does the work: after a capture that failed in capture_end, the pool
-    # probe always fails on torch 2.11-2.13 (the pinned host allocator still records into the
-    # pool; run 62b), so recovery ends the generators' capture in end_rng_capture's probe.
+    # probe always failed on torch 2.11 (the pinned host allocator still records into the pool;
+    # run 62b), so recovery ends the generators' capture in end_rng_capture's probe.
     Mutant("recovery-leaves-generators-capturing", POOL,
            "        register_generators(probe, args, device)\n"
            "        with torch.cuda.device(device), torch.cuda.graph(probe):",

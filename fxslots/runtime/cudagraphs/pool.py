@@ -241,8 +241,8 @@ def recover(device: torch.device, pool: SharedPool, stream: torch.cuda.Stream,
     capture flag per RNG generator, that flag, of the default generator and of the ones among
     ``args`` the capture registered. A capture that completes on the pool, with them registered,
     proves it usable again and clears the flags; where the pinned host allocator (no Python hook)
-    still counts the pool as recording, as torch 2.11 always does here (run 62b), the pool is
-    retired (its graphs keep working, new ones get a fresh pool), a private capture the flags."""
+    still counts the pool as recording (always, on torch 2.11: run 62b), the pool is retired
+    (its graphs keep working, new ones get a fresh pool) and a private capture clears the flags."""
     torch.cuda.set_stream(stream)
     index = device_index(device)
     _torch.end_allocate_to_pool(index, pool.handle)
