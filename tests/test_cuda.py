@@ -382,7 +382,7 @@ def test_a_lasting_buffer_never_keeps_a_free_segment_reserved():
     caches the free segments of that step's temporaries: carved out of one, it would keep the
     whole segment reserved beside it for the rest of training (heavy's output buffer held 62 MiB
     that way, H200 run 34a). Sizes far above any hole a test before left in a live segment."""
-    from fxslots.runtime.ring import lasting
+    from fxslots.runtime.alloc import lasting
 
     torch.cuda.synchronize()
     torch.cuda.empty_cache()

@@ -388,7 +388,7 @@ def test_a_failing_delivery_pass_falls_back_with_a_warning(stand_in_graphs,  # n
 def test_a_buffer_replaced_every_step_never_settles_the_allocator(stand_in_graphs,  # noqa: F811
                                                                   monkeypatch):
     """A caller that keeps every step's gradients retires the output buffer each backward:
-    its replacement is allocated without emptying the allocator's cache (``ring.lasting``'s
+    its replacement is allocated without emptying the allocator's cache (``alloc.lasting``'s
     ``settle``, a device sync on CUDA), which only first and growing allocations do."""
     calls = []
     real = staging.lasting

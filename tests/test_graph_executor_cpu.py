@@ -296,6 +296,55 @@ def test_a_pack_hook_that_copies_saved_tensors_backs_its_own_copies(stand_in_gra
             assert torch.equal(p.grad, q.grad), step
 
 
+@pytest.mark.parametrize("graphs", [True, False], ids=["graphs", "eager"])
+@pytest.mark.parametrize("slots", [1, 2])
+@pytest.mark.parametrize("where", ["step", "backward"])
+def test_compiled_autograd_runs_the_backward_and_never_exhausts_the_slots(request, caplog,
+                                                                          graphs, slots, where):
+    """Compiled autograd copies AOTAutograd's backward graph into its own and runs that, not
+    fxslots' backward, so no backward gives a slot back; it also keeps the inputs of each
+    backward it traces (views of a slot) as long as that trace lives. On for the whole step
+    (torchtitan's train context) or only around ``loss.backward()``: every step's gradients
+    are bitwise eager's, and the slot held by a traced backward's inputs is left to them
+    (one warning) instead of refusing the next forward."""
+    if graphs:
+        request.getfixturevalue("stand_in_graphs")
+    _train_under_compiled_autograd(where, slots, prepared=False)
+    assert sum(r.ring.orphans for r in fxslots.regions()) >= 1
+    assert len([r for r in caplog.records if "outlived its autograd graph" in r.getMessage()
+                and r.levelname == "WARNING"]) == 1
+
+
+def test_compiled_autograd_after_prepare_with_the_forward_under_it(stand_in_graphs):
+    """``prepare`` ran fxslots' backward, so a replayed forward may hand autograd one token per
+    arena, which compiled autograd's copy of the backward graph cannot read. A forward under
+    compiled autograd hands views (its saved tensors are watched): gradients stay exact."""
+    _train_under_compiled_autograd("step", 1, prepared=True)
+
+
+def _train_under_compiled_autograd(where: str, slots: int, prepared: bool) -> None:
+    from torch._dynamo import compiled_autograd
+
+    def enabled(here):
+        return (compiled_autograd._enable(torch.compile(backend="eager")) if here == where
+                else contextlib.nullcontext())
+    torch.manual_seed(0)
+    ours, ref = MLP(), MLP()
+    ref.load_state_dict(ours.state_dict())
+    f = torch.compile(ours, backend="fxslots", options={"slots": slots})
+    if prepared:
+        fxslots.prepare(f, [torch.randn(4, 16)])
+    for step in range(4):
+        x = torch.randn(4, 16)
+        with enabled("step"):
+            loss = f(x).square().sum()
+            with enabled("backward"):
+                loss.backward()
+        ref(x).square().sum().backward()
+        for p, q in zip(ours.parameters(), ref.parameters(), strict=True):
+            assert torch.equal(p.grad, q.grad), step
+
+
 def test_a_backward_that_cannot_replay_after_a_token_forward_rebuilds_the_views(
         stand_in_graphs):
     """A forward replayed with tokens, then a parameter given new memory before its backward:

@@ -86,6 +86,61 @@ def test_a_slot_stays_pending_while_views_of_its_host_arena_live():
     assert ring.pending() == 0
 
 
+class _Saves(torch.autograd.Function):
+    """An autograd node that saves a tensor: what a forward's ``CompiledFunctionBackward`` is
+    to its slot."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+@pytest.mark.parametrize("node_dies", [False, True])
+def test_views_outliving_their_autograd_graph_keep_the_old_arenas_and_the_slot_takes_new(
+        node_dies):
+    """Views of a forward's aliases kept outside autograd (compiled autograd keeps the inputs
+    of each backward it traces) after its autograd node let go of its saved tensors (its
+    backward ran, or the node is gone): the next forward does not wait for them. They keep the
+    old arenas, never written again, and the slot takes new ones. While the node holds its
+    saved tensors the slot stays pending, and a slot whose node is unknown keeps the old rule."""
+    import weakref
+
+    ring = SlotRing("r", Options(slots=1))
+    cpu = torch.device("cpu")
+    slot, alias, host = ring.acquire(64, cpu, "v0", host_nbytes=32)
+    kept = [torch.empty(0).set_(a, 0, (4,), (1,)).fill_(3.0) for a in (alias, host)]
+    del alias, host
+    with pytest.raises(fxslots.SlotsExhaustedError):  # no node known: pending while viewed
+        ring.acquire(64, cpu, "v0")
+    x = torch.ones(2, requires_grad=True)
+    y = _Saves.apply(x)
+    slot.node = weakref.ref(y.grad_fn)
+    with pytest.raises(fxslots.SlotsExhaustedError):  # the node still holds what it saved
+        ring.acquire(64, cpu, "v0")
+    y.sum().backward(retain_graph=True)
+    with pytest.raises(fxslots.SlotsExhaustedError):  # retained: a second backward may come
+        ring.acquire(64, cpu, "v0")
+    y.sum().backward()
+    if node_dies:
+        del y
+    old, generation = (weakref.ref(slot.arena), weakref.ref(slot.host_arena)), slot.generation
+    again, alias, host = ring.acquire(64, cpu, "v0", host_nbytes=32)
+    assert again is slot and ring.orphans == 1 and slot.generation > generation  # graphs stale
+    assert old[0]() is not None and old[1]() is not None  # alive while the views live
+    assert slot.arena is not old[0]() and slot.host_arena is not old[1]()
+    slot.arena.fill_(0)
+    slot.host_arena.fill_(0)
+    assert all(torch.equal(k, torch.full((4,), 3.0)) for k in kept)
+    del kept
+    ring.acquire(16, cpu, "v0")  # let go at the next forward
+    assert old[0]() is None and old[1]() is None
+
+
 def _arenas() -> list:
     import weakref
 

@@ -32,10 +32,9 @@ __all__ = [
     "current_frame_id",
     "frame_compiles", "declares_ranges",
     "end_allocate_to_pool",
-    "keep_graph", "calling_node", "current_node", "runs_in_this_backward",
+    "keep_graph", "calling_node", "current_node", "runs_in_this_backward", "saved_released",
     "symbol_guards",
-    "guard_at_most",
-    "recompile_limit",
+    "guard_at_most", "recompile_limit",
     "saved_tensors_watched",
     "storage_alias",
     "shape_env_of",
@@ -279,7 +278,8 @@ def schedule_microbatches(schedule: Any) -> int:
 
 from .autograd import (  # noqa: E402
     CheckedGrads, accumulating_grads, calling_node, current_node, keep_graph,
-    running_accumulators, runs_in_this_backward, saved_tensors_watched, split_backward_hazard,
+    running_accumulators, runs_in_this_backward, saved_released, saved_tensors_watched,
+    split_backward_hazard,
 )
 from .compiling import (  # noqa: E402
     compile_contexts, declare_no_donated_buffers, forget_saved_dynamism, is_dynamo_signal,

@@ -41,6 +41,20 @@ def _node_in(frame: Any) -> Any:
     return None
 
 
+def saved_released(node: Any) -> bool:
+    """Whether the autograd node behind the weak reference ``node`` no longer holds its saved
+    tensors: it is gone, or a backward run without retain_graph freed them (reading the raw
+    saved variables unpacks nothing: no saved-tensor hook runs)."""
+    ctx = node()
+    if ctx is None:
+        return True
+    try:
+        ctx._raw_saved_tensors
+    except RuntimeError:  # "Trying to backward through the graph a second time"
+        return True
+    return False
+
+
 def current_node() -> Any:
     """The autograd node the engine is running now (this backward's own)."""
     return torch._C._current_autograd_node()

@@ -21,6 +21,7 @@ import torch
 from .. import _torch, state
 from ..errors import ArenaLimitError, CaptureError, FxslotsError, SlotsExhaustedError
 from ..options import Options
+from .alloc import lasting, poison
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,7 @@ class Slot:
     # saved outputs' (index, kind, geometry), for a backward that must rebuild the views.
     saved_outs: Any = None
     watched: bool = False  # saved-tensor hooks saw that forward's saved tensors
+    node: Any = None  # weak reference to that forward's autograd node, where it was found
     # Gradients its last backward wrote into saved bytes it had finished reading (fxslots
     # .overlay): the weak reference of the alias they are handed out through, and their bytes.
     lent: Any = None
@@ -65,6 +67,12 @@ class Slot:
     def pending(self) -> bool:
         o, h = self.owner, self.host_owner  # no generator: every forward asks every slot
         return (o is not None and not o.expired()) or (h is not None and not h.expired())
+
+    def orphaned(self) -> bool:
+        """Pending, though the autograd node of its forward holds no saved tensors any more:
+        what keeps its views lives outside autograd (compiled autograd keeps the inputs of each
+        backward it traces), and nothing will read them as this slot's."""
+        return self.pending() and self.node is not None and _torch.saved_released(self.node)
 
     def lent_out(self) -> bool:
         """Whether gradients someone still uses live in its arena: no forward may write it."""
@@ -106,6 +114,7 @@ class SlotRing:
         self.slots: list[Slot] = []
         self.grow_events = 0
         self.evictions = 0  # arenas moved because gradients in them outlived the next forward
+        self.orphans = 0  # arenas left to views that outlived their autograd graph (_disown)
         self._microbatches = itertools.count()
         self._lock = threading.RLock()
         self._listeners: list[weakref.WeakMethod] = []
@@ -161,6 +170,8 @@ class SlotRing:
             # backward keeps one) until the collector runs: collect once before refusing.
             gc.collect()
             free = [s for s in self.slots if not s.pending() and not s.lent_out()]
+        if not free and (orphans := [s for s in self.slots if s.orphaned()]):
+            return self._disown(orphans[0])
         if not free and (lent := [s for s in self.slots if not s.pending()]):
             self._evict(lent[0])
             return lent[0]
@@ -186,6 +197,23 @@ class SlotRing:
         log.info("%s: gradients in slot %d's arena are still in use at the next forward; the "
                  "slot takes a new arena, and this region's gradients get a buffer of their "
                  "own from now on", self.name, slot.index)
+
+    def _disown(self, slot: Slot) -> Slot:
+        """Leave ``slot``'s arenas to the views that outlived its microbatch's autograd graph
+        (``Slot.orphaned``): nothing writes them again, and the slot takes new ones."""
+        (log.info if self.orphans else log.warning)(
+            "fxslots: %s: the saved tensors of microbatch %s (%s) outlived its autograd graph, "
+            "held outside autograd (compiled autograd keeps the inputs of each backward it "
+            "traces, which runs its own copy of the backward graph, not fxslots'). They keep "
+            "slot %d's old arenas (%d bytes); the slot takes new ones", self.name,
+            slot.microbatch, slot.variant, slot.index, slot.nbytes + slot.host_nbytes)
+        for arena, owner in ((slot.arena, slot.owner), (slot.host_arena, slot.host_owner)):
+            if arena is not None and owner is not None:
+                state.keep_while_viewed(arena, owner)  # the views' alias owns no bytes
+        slot.arena = slot.host_arena = slot.lent = None
+        self.orphans += 1
+        self._moved(slot)
+        return slot
 
     def _grow(self, slot: Slot, nbytes: int, variant: str, host: bool = False,
               evicted: bool = False) -> None:
@@ -241,7 +269,7 @@ class SlotRing:
     def release(self, slot: Slot) -> None:
         with self._lock:
             if self.options.debug:
-                _poison(slot)
+                poison(slot)
             slot.owner = slot.host_owner = None
 
     def pending(self) -> int:
@@ -258,20 +286,6 @@ class SlotRing:
                     self._moved(s)
 
 
-def _poison(slot: Slot) -> None:
-    """Debug mode: all-ones bytes read as NaN in every float format."""
-    if slot.host_arena is not None and slot.device.type == "cuda":
-        # The host is about to write bytes that a reload queued on the GPU may still be reading.
-        torch.cuda.current_stream(slot.device).synchronize()
-    if slot.host_arena is not None:
-        slot.host_arena.fill_(0xFF)
-    if slot.arena is not None:
-        at = 0  # gradients its backward wrote there are the caller's now: spared
-        for start, end in sorted(slot.lent_spans) + [(slot.arena.numel(), slot.arena.numel())]:
-            slot.arena[at:start].fill_(0xFF)
-            at = max(at, end)
-
-
 def _best_fit(free: list[Slot], nbytes: int, host_nbytes: int) -> Slot:
     """The smallest free slot whose arenas already hold the forward, else the largest (it grows
     least; growing a slot invalidates its graphs). Largest-first sent every variant of a
@@ -282,17 +296,3 @@ def _best_fit(free: list[Slot], nbytes: int, host_nbytes: int) -> Slot:
     if fits:
         return min(fits, key=lambda s: (s.nbytes + s.host_nbytes, s.index))
     return max(free, key=lambda s: (s.nbytes, -s.index))
-
-
-def lasting(nbytes: int, device: torch.device, settle: bool = True) -> torch.Tensor:
-    """``nbytes`` of device memory that lives as long as its region (an arena, an output or
-    staging buffer). With ``settle``, the caching allocator first gives back the segments it
-    keeps free, so this takes a hole in a segment in use or a segment of its own, never part of
-    a free one that it would then keep reserved, free remainder and all, for the rest of
-    training: heavy's output buffer held 62 MiB that way (H200 run 34a). Settling syncs the
-    device, so only allocations made while a variant warms up or grows settle (each capture
-    empties the cache then too); a buffer replaced because the caller holds the last one, which
-    a loop keeping its results does every step, does not (``staging.OutputBuffer.alias``)."""
-    if settle and device.type == "cuda" and not torch.cuda.is_current_stream_capturing():
-        torch.cuda.empty_cache()
-    return torch.empty(max(nbytes, 1), dtype=torch.uint8, device=device)

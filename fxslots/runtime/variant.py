@@ -155,11 +155,11 @@ class Variant:
         slot, alias, host_alias = self.ring.acquire(lay.nbytes, self.device, self.name,
                                                     lay.host_nbytes)
         slot.layout, slot.saved_outs = lay, None
-        slot.watched = _torch.saved_tensors_watched()
+        slot.watched, slot.node = _torch.saved_tensors_watched(), _torch.calling_node()
         slot.params = args[self.anchor_index].data_ptr() if self.anchor_index is not None else 0
         if self.accumulate is not None:  # weakly: a dropped microbatch must not keep a model
             self._params[slot.index] = tuple(weakref.ref(args[i]) for i in self.accumulate.indices)
-            self._note_node(slot.params)
+            self._note_node(slot.node, slot.params)
             if not self._noted(args):
                 self._note_accumulator(args)
         try:
@@ -188,8 +188,7 @@ class Variant:
             if slot is not None and not _torch.keep_graph():
                 self.ring.release(slot)
 
-    def _note_node(self, params: int) -> None:
-        node = _torch.calling_node()
+    def _note_node(self, node: Any, params: int) -> None:
         if node is not None:
             self.region.forward_nodes[node()] = params
         elif not self.region.nodes_unknown:

@@ -120,6 +120,37 @@ MUTANTS: tuple[Mutant, ...] = (
            "            pass\n",
            "a slot held only by a garbage cycle (create_graph) is collected before refusing",
            "cpu", (f"{BAD}::test_create_graph_double_backward",)),
+    Mutant("orphaned-slot-stays-pending", RING,
+           "        return self.pending() and self.node is not None and "
+           "_torch.saved_released(self.node)",
+           "        return False",
+           "a slot whose views outlived their autograd graph (compiled autograd's traces keep "
+           "them) does not refuse the next forward", "cpu",
+           ("tests/test_runtime.py::test_views_outliving_their_autograd_graph_keep_the_old_"
+            "arenas_and_the_slot_takes_new",
+            "tests/test_graph_executor_cpu.py::test_compiled_autograd_runs_the_backward_and_"
+            "never_exhausts_the_slots")),
+    Mutant("forward-forgets-its-node", VARIANT,
+           "slot.node = _torch.saved_tensors_watched(), _torch.calling_node()",
+           "slot.node = _torch.saved_tensors_watched(), None",
+           "a slot knows its forward's autograd node (to tell when that let go of its views)",
+           "cpu", ("tests/test_graph_executor_cpu.py::test_compiled_autograd_runs_the_backward_"
+                   "and_never_exhausts_the_slots",)),
+    Mutant("disowned-arena-freed", RING,
+           "                state.keep_while_viewed(arena, owner)",
+           "                pass",
+           "the old arenas of a disowned slot live as long as the views that outlived "
+           "their autograd graph", "cpu",
+           ("tests/test_runtime.py::test_views_outliving_their_autograd_graph_keep_the_old_"
+            "arenas_and_the_slot_takes_new",)),
+    Mutant("freed-saved-tensors-still-held", "fxslots/_torch/autograd.py",
+           "    except RuntimeError:  # \"Trying to backward through the graph a second time\"\n"
+           "        return True",
+           "    except RuntimeError:  # \"Trying to backward through the graph a second time\"\n"
+           "        return False",
+           "a backward that freed its node's saved tensors counts as their release", "cpu",
+           ("tests/test_runtime.py::test_views_outliving_their_autograd_graph_keep_the_old_"
+            "arenas_and_the_slot_takes_new",)),
     # ------------------------------------------------------------ release
     Mutant("forward-exception-keeps-slot", VARIANT,
            "        except BaseException:\n            self.ring.release(slot)\n",
@@ -230,12 +261,12 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/test_runtime.py::test_deleting_the_model_frees_its_arenas",)),
     # ------------------------------------------------------------ debug mode
     Mutant("debug-release-does-not-poison", RING,
-           "            if self.options.debug:\n                _poison(slot)",
-           "            if False:\n                _poison(slot)",
+           "            if self.options.debug:\n                poison(slot)",
+           "            if False:\n                poison(slot)",
            "debug mode poisons a released arena", "cpu",
            (f"{BAD}::test_debug_env_var_poisons_released_arenas",
             "tests/test_runtime.py::test_debug_release_poisons_the_arena")),
-    Mutant("debug-poison-is-zero", RING,
+    Mutant("debug-poison-is-zero", "fxslots/runtime/alloc.py",
            "arena.fill_(0xFF)",
            "arena.fill_(0)",
            "the poison reads as NaN in every float format", "cpu",
@@ -1016,7 +1047,7 @@ MUTANTS: tuple[Mutant, ...] = (
            "emptying the allocator's cache (a device sync each step)", "cpu",
            ("tests/test_deliver.py::"
             "test_a_buffer_replaced_every_step_never_settles_the_allocator",)),
-    Mutant("lasting-buffer-in-a-cached-segment", "fxslots/runtime/ring.py",
+    Mutant("lasting-buffer-in-a-cached-segment", "fxslots/runtime/alloc.py",
            "        torch.cuda.empty_cache()\n",
            "        pass\n",
            "a buffer that lives as long as its region never takes part of a cached free "

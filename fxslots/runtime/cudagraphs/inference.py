@@ -27,7 +27,7 @@ from ...fallback import run_uncaptured
 from ...options import Options
 from ...passes.collect import mutated_placeholders
 from ..layout import make_views, pack
-from ..ring import lasting
+from ..alloc import lasting
 from .outputs import Captured, describe_outputs
 from .pool import CaptureFailed, CudaCapturer
 from .staging import copy_staged, write_back

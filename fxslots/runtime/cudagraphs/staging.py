@@ -12,7 +12,7 @@ import torch
 from ... import _torch, state
 from ...geometry import contiguous_strides, span_elements
 from ..layout import Geometry, make_views, pack, view_runs
-from ..ring import lasting
+from ..alloc import lasting
 
 
 class StagingBuffer:
@@ -90,7 +90,7 @@ class OutputBuffer:
 
     def ensure(self, nbytes: int, device: torch.device, settle: bool = True) -> None:
         """At least ``nbytes`` on ``device``: a new allocation (generation) where it has not
-        (``ring.lasting``'s ``settle``)."""
+        (``alloc.lasting``'s ``settle``)."""
         if self.tensor is None or self.tensor.numel() < nbytes or self.tensor.device != device:
             self.tensor = lasting(nbytes, device, settle)
             self.generation = next(_generations)
