@@ -453,3 +453,31 @@ def test_cuda_the_forward_and_backward_cut_their_blocks_from_one_segment():
 def _pool_rounded(nbytes: int) -> int:
     """The allocator's size for a large block: a multiple of 2 MiB."""
     return -(-nbytes // 2**21) * 2**21
+
+
+@pytest.mark.parametrize("where", ["step", "backward"])
+def test_compiled_autograd_under_real_graphs(where, caplog):
+    """Compiled autograd runs its own copy of the backward graph on the views a replayed
+    forward wrote into the slot: gradients match eager's every step, with one slot, and the
+    slot its traces keep is left to them (``SlotRing._disown``) instead of refusing a forward."""
+    import contextlib
+
+    from torch._dynamo import compiled_autograd
+
+    def enabled(here):
+        return (compiled_autograd._enable(torch.compile(backend="eager")) if here == where
+                else contextlib.nullcontext())
+    model, ref = make_model(), make_model()
+    f = torch.compile(model, backend="fxslots", options={"slots": 1})
+    captures = fxslots.counters["captures"]
+    for step, x in enumerate(inputs()[16] * 2):
+        with enabled("step"):
+            loss = f(x).square().sum()
+            with enabled("backward"):
+                loss.backward()
+        ref(x).square().sum().backward()
+        for p, q in zip(model.parameters(), ref.parameters(), strict=True):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-6, msg=str(step))
+    assert fxslots.counters["captures"] > captures  # the forward replayed a real graph
+    assert sum(r.ring.orphans for r in fxslots.regions()) >= 1
+    assert any("outlived its autograd graph" in r.getMessage() for r in caplog.records)
