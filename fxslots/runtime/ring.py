@@ -3,6 +3,7 @@
 A forward takes a free slot and hands its graph views of a fresh alias of the slot's arena. A
 slot is pending while any view of that alias lives (autograd holds them until backward, longer
 with retain_graph=True); its backward, found by the address of its saved tensors, gives it back.
+Views that outlive their autograd graph keep the old arena to themselves (``SlotRing._disown``).
 Whoever keeps pointers into an arena (captured CUDA graphs) subscribes to hear when it moves.
 """
 
