@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
@@ -192,6 +193,11 @@ def _check_bounds(o: Options) -> None:
         raise OptionsError(
             f"fxslots option 'offload_window' must be 'auto' or a positive number of bytes, "
             f"got {w!r}")
+    link = o.link_bandwidth
+    if link is not None and not 0 < link < math.inf:  # NaN fails too
+        raise OptionsError(
+            f"fxslots option 'link_bandwidth' must be a positive, finite number of bytes per "
+            f"second (such as 55e9 for a 55 GB/s host link), or None to measure it, got {link}")
     limit = o.max_arena_bytes
     if limit is not None and not 0 < limit <= MAX_ARENA_BYTES:
         raise OptionsError(

@@ -278,6 +278,38 @@ def test_a_parameter_two_regions_feed_is_accumulated_by_autograd():
     assert not set(noted) & set(fxslots.state.accumulators), "dead parameters kept their entries"
 
 
+class _TwoLinears(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1, self.l2 = nn.Linear(8, 8), nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.l2(torch.tanh(self.l1(x)))
+
+
+@pytest.mark.parametrize("graphs", [False, True], ids=["eager", "graphs"])
+def test_weights_tied_after_compiling_leave_accumulation_to_autograd(request, graphs):
+    """``m.l2.weight = m.l1.weight`` between steps: Dynamo keeps the graph, which now gets one
+    parameter at two inputs, so one ``.grad`` buffer twice. Adding into it in the graph would
+    add the two gradients one after the other (and a captured ``_foreach_add_`` would add into
+    the same memory twice at once); autograd adds their sum. Bitwise eager's."""
+    if graphs:
+        request.getfixturevalue("stand_in_graphs")
+    torch.manual_seed(0)
+    m = _TwoLinears().double()
+    e = copy.deepcopy(m)
+    c = torch.compile(m, backend="fxslots", options={"slots": 1})
+    x = torch.randn(4, 8, dtype=torch.float64)
+    for step in range(4):
+        if step == 1:
+            m.l2.weight = m.l1.weight
+            e.l2.weight = e.l1.weight
+        c(x).square().sum().backward()
+        e(x).square().sum().backward()
+        for a, b in zip(m.parameters(), e.parameters(), strict=True):
+            assert torch.equal(a.grad, b.grad), (step, (a.grad - b.grad).abs().max())
+
+
 def _two_in_one_pass(f, x, y, how):
     if how == "nested":
         return f(f(x)).square().sum()
@@ -285,15 +317,21 @@ def _two_in_one_pass(f, x, y, how):
         with torch.autograd.graph.saved_tensors_hooks(lambda t: t.clone(), lambda t: t):
             a = f(x).square().sum()
         return a + f(y).square().sum()
+    if how == "moved":  # a weight's .data moved between the two: the same parameters still
+        a = f(x).square().sum()
+        w = next(getattr(f, "_orig_mod", f).parameters())
+        w.data = w.data.clone()
+        return a + f(y).square().sum()
     if how == "checkpointed":  # both slots go at their forwards; recomputed in the backward
         return sum(checkpoint(f, v, use_reentrant=False).square().sum() for v in (x, y))
     return f(x).square().sum() + f(y).square().sum()
 
 
-@pytest.mark.parametrize("how", ["nested", "summed", "hooked", "checkpointed"])
+@pytest.mark.parametrize("how", ["nested", "summed", "hooked", "checkpointed", "moved"])
 def test_two_backwards_of_one_pass_leave_accumulation_to_autograd(how):
     """One backward pass that runs two backwards of one region (``f(f(x))``; a sum of two
-    microbatches' losses, one under a copying saved-tensor hook, or both checkpointed):
+    microbatches' losses, one under a copying saved-tensor hook, both checkpointed, or with a
+    weight's ``.data`` moved between them):
     autograd sums both contributions to each .grad and then adds once; an in-graph add in each
     backward rounded differently (~1 ulp from the second step; found by a user-scenario hunt
     and a review). Bitwise eager's over accumulating steps; two microbatches in flight, each

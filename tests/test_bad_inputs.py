@@ -333,9 +333,12 @@ def test_zero_size_tensors():
     ({"max_arena_bytes": -1}, ["'max_arena_bytes'", "positive"]),
     ({"max_arena_bytes": 2**60}, ["'max_arena_bytes'", "<= 281474976710656", "None"]),
     ({"on_capture_failure": "ignore"}, ["'on_capture_failure'", "'raise' or 'eager'"]),
+    ({"link_bandwidth": -1e12}, ["'link_bandwidth'", "positive, finite", "got -1000000000000.0"]),
+    ({"link_bandwidth": 0}, ["'link_bandwidth'", "positive", "None to measure it", "got 0"]),
+    ({"link_bandwidth": float("nan")}, ["'link_bandwidth'", "got nan"]),
 ], ids=["unknown", "string", "int", "pairs", "zero-slots", "bool-slots", "str-slots",
         "million-slots", "billion-slots", "alignment", "terabyte-alignment", "negative-limit",
-        "exabyte-limit", "capture-policy"])
+        "exabyte-limit", "capture-policy", "negative-link", "zero-link", "nan-link"])
 def test_unknown_or_bad_option(options, words):
     """Each bad option is an OptionsError naming the option, the value and what is allowed:
     from ``Options.parse`` at once, and through torch.compile at the first call (Dynamo calls

@@ -94,7 +94,9 @@ def accumulating_grads(params: list[torch.Tensor | None],
             return None  # at the first parameter after zero_grad(set_to_none=True)
         grads.append(g)
     if checked is None or not checked.holds(grads):
-        if not all(map(_same_layout, params, grads)):
+        # One buffer twice (weights tied after compiling: one parameter at two inputs): the
+        # graph would add its two gradients one after the other, autograd their sum once.
+        if not all(map(_same_layout, params, grads)) or len(set(map(id, grads))) < len(grads):
             return None
         if checked is not None:
             checked.keep(grads)

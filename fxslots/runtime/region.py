@@ -46,7 +46,7 @@ class Region:
     # accumulates them, a pipeline schedule), or had been dropped (zero_grad before it).
     grads_kept: bool = False
     # The autograd node of each forward that may add into .grad, weakly, with its parameter set
-    # (ring.Slot.params): which of them one backward pass runs (Variant._alone_in_backward).
+    # (its first parameter's id): which of them one backward pass runs (_alone_in_backward).
     forward_nodes: weakref.WeakKeyDictionary = field(default_factory=weakref.WeakKeyDictionary)
     nodes_unknown: bool = False  # a forward's node was not found: every backward leaves it
     grads_dropped: bool = False

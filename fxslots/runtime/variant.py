@@ -159,7 +159,7 @@ class Variant:
         slot.params = args[self.anchor_index].data_ptr() if self.anchor_index is not None else 0
         if self.accumulate is not None:  # weakly: a dropped microbatch must not keep a model
             self._params[slot.index] = tuple(weakref.ref(args[i]) for i in self.accumulate.indices)
-            self._note_node(slot.node, slot.params)
+            self._note_node(slot.node, id(args[self.accumulate.indices[0]]))
             if not self._noted(args):
                 self._note_accumulator(args)
         try:
@@ -189,6 +189,7 @@ class Variant:
                 self.ring.release(slot)
 
     def _note_node(self, node: Any, params: int) -> None:
+        """``params``: its first accumulated parameter's id (``.data =`` moves the address)."""
         if node is not None:
             self.region.forward_nodes[node()] = params
         elif not self.region.nodes_unknown:
@@ -205,8 +206,9 @@ class Variant:
         ran still counts), so all of them decide alike."""
         if self.region.nodes_unknown:
             return False
-        me = _torch.current_node()
-        return not any(params == slot.params and node is not me
+        me, mine = _torch.current_node(), self._params.get(slot.index, ())
+        key = id(mine[0]()) if mine else None
+        return not any(params == key and node is not me
                        and _torch.runs_in_this_backward(node)
                        for node, params in list(self.region.forward_nodes.items()))
 

@@ -298,6 +298,17 @@ MUTANTS: tuple[Mutant, ...] = (
            "a & (a - 1):",
            "'alignment' has a documented upper bound", "cpu",
            (f"{BAD}::test_unknown_or_bad_option",)),
+    Mutant("link-bandwidth-unbounded", OPTIONS,
+           "    if link is not None and not 0 < link < math.inf:",
+           "    if False:",
+           "'link_bandwidth' is a positive, finite number of bytes per second", "cpu",
+           (f"{BAD}::test_unknown_or_bad_option",)),
+    Mutant("one-grad-buffer-added-into-twice", "fxslots/_torch/autograd.py",
+           " or len(set(map(id, grads))) < len(grads):",
+           ":",
+           "one .grad buffer at two inputs (weights tied after compiling) is left to autograd",
+           "cpu", ("tests/test_accumulate.py::test_weights_tied_after_compiling_leave_"
+                   "accumulation_to_autograd",)),
     Mutant("non-mapping-options-accepted", OPTIONS,
            "if options is not None and not isinstance(options, Mapping):",
            "if False:",
@@ -378,11 +389,18 @@ MUTANTS: tuple[Mutant, ...] = (
            "cpu", ("tests/test_accumulate.py::"
                    "test_two_backwards_of_one_pass_leave_accumulation_to_autograd[nested]",)),
     Mutant("own-node-counted", VARIANT,
-           "        return not any(params == slot.params and node is not me\n",
-           "        return not any(params == slot.params\n",
+           "        return not any(params == key and node is not me\n",
+           "        return not any(params == key\n",
            "a backward does not count its own forward as another one of its pass", "cpu",
            ("tests/test_accumulate.py::"
             "test_two_backwards_of_one_pass_leave_accumulation_to_autograd[summed]",)),
+    Mutant("forward-nodes-keyed-by-address", VARIANT,
+           "        key = id(mine[0]()) if mine else None\n",
+           "        key = slot.params\n",
+           "two forwards of one pass count as the same parameters by the parameters' identity, "
+           "whatever .data = did to their address between them", "cpu",
+           ("tests/test_accumulate.py::"
+            "test_two_backwards_of_one_pass_leave_accumulation_to_autograd",)),
     Mutant("parameters-noted-once-per-variant", VARIANT,
            "        return ref is not None and ref() is first and id(self.region) in regions",
            "        return ref is not None",
