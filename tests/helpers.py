@@ -177,6 +177,27 @@ def train_cuda_head_bitwise(make, rows: int | tuple[int, ...], width: int, vocab
     return c
 
 
+def train_under_compiled_autograd(f, model, ref, xs, where: str, same) -> None:
+    """A step per input for ``f`` (``model`` compiled) and the eager ``ref``, with compiled
+    autograd on around each whole step (``where="step"``: torchtitan's train context) or only
+    around ``loss.backward()`` (``"backward"``); ``same(ours, eager, step)`` checks each .grad."""
+    import contextlib
+
+    from torch._dynamo import compiled_autograd
+
+    def enabled(here):
+        return (compiled_autograd._enable(torch.compile(backend="eager")) if here == where
+                else contextlib.nullcontext())
+    for step, x in enumerate(xs):
+        with enabled("step"):
+            loss = f(x).square().sum()
+            with enabled("backward"):
+                loss.backward()
+        ref(x).square().sum().backward()
+        for p, q in zip(model.parameters(), ref.parameters(), strict=True):
+            same(p.grad, q.grad, step)
+
+
 def graph_pool_segments() -> list[int]:
     """The bytes of each segment the caching allocator holds in a CUDA graph pool."""
     return [s["total_size"] for s in torch.cuda.memory_snapshot()

@@ -14,7 +14,7 @@ import fxslots
 from fxslots import state
 from examples.models import MLP
 from tests.helpers import (graph_pool_segments, play, schedule_1f1b, schedule_ffbb,
-                           train_cuda_head_bitwise, with_caps)
+                           train_cuda_head_bitwise, train_under_compiled_autograd, with_caps)
 
 pytestmark = pytest.mark.cuda
 
@@ -460,24 +460,13 @@ def test_compiled_autograd_under_real_graphs(where, caplog):
     """Compiled autograd runs its own copy of the backward graph on the views a replayed
     forward wrote into the slot: gradients match eager's every step, with one slot, and the
     slot its traces keep is left to them (``SlotRing._disown``) instead of refusing a forward."""
-    import contextlib
-
-    from torch._dynamo import compiled_autograd
-
-    def enabled(here):
-        return (compiled_autograd._enable(torch.compile(backend="eager")) if here == where
-                else contextlib.nullcontext())
     model, ref = make_model(), make_model()
     f = torch.compile(model, backend="fxslots", options={"slots": 1})
     captures = fxslots.counters["captures"]
-    for step, x in enumerate(inputs()[16] * 2):
-        with enabled("step"):
-            loss = f(x).square().sum()
-            with enabled("backward"):
-                loss.backward()
-        ref(x).square().sum().backward()
-        for p, q in zip(model.parameters(), ref.parameters(), strict=True):
-            torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-6, msg=str(step))
+
+    def close(a, b, step):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=str(step))
+    train_under_compiled_autograd(f, model, ref, inputs()[16] * 2, where, close)
     assert fxslots.counters["captures"] > captures  # the forward replayed a real graph
     assert sum(r.ring.orphans for r in fxslots.regions()) >= 1
     assert any("outlived its autograd graph" in r.getMessage() for r in caplog.records)

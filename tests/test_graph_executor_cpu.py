@@ -24,7 +24,8 @@ from fxslots.runtime.cudagraphs.outputs import OutKind
 from fxslots.runtime.layout import geometry_of, make_views
 from fxslots.schemas import Write
 from examples.models import MLP, Attention
-from tests.helpers import assert_same, compiled_twins, run, schedule_1f1b, schedule_ffbb
+from tests.helpers import (assert_same, compiled_twins, run, schedule_1f1b, schedule_ffbb,
+                           train_under_compiled_autograd)
 from tests.fuzz_models import RandomDraw, check_case, draw_case
 from tests.test_golden import InPlaceInput
 
@@ -323,26 +324,17 @@ def test_compiled_autograd_after_prepare_with_the_forward_under_it(stand_in_grap
 
 
 def _train_under_compiled_autograd(where: str, slots: int, prepared: bool) -> None:
-    from torch._dynamo import compiled_autograd
-
-    def enabled(here):
-        return (compiled_autograd._enable(torch.compile(backend="eager")) if here == where
-                else contextlib.nullcontext())
     torch.manual_seed(0)
     ours, ref = MLP(), MLP()
     ref.load_state_dict(ours.state_dict())
     f = torch.compile(ours, backend="fxslots", options={"slots": slots})
     if prepared:
         fxslots.prepare(f, [torch.randn(4, 16)])
-    for step in range(4):
-        x = torch.randn(4, 16)
-        with enabled("step"):
-            loss = f(x).square().sum()
-            with enabled("backward"):
-                loss.backward()
-        ref(x).square().sum().backward()
-        for p, q in zip(ours.parameters(), ref.parameters(), strict=True):
-            assert torch.equal(p.grad, q.grad), step
+
+    def bitwise(a, b, step):
+        assert torch.equal(a, b), step
+    train_under_compiled_autograd(f, ours, ref, [torch.randn(4, 16) for _ in range(4)], where,
+                                  bitwise)
 
 
 def test_a_backward_that_cannot_replay_after_a_token_forward_rebuilds_the_views(
