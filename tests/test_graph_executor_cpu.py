@@ -233,7 +233,7 @@ def test_a_moved_parameter_is_captured_again(stand_in_graphs, caplog, layer):
     assert len(warned) == 1 and "3 times" in warned[0] and "in place" in warned[0], warned
 
 
-def _train_pair(options, steps, between=None, hooks=None):
+def _train_pair(options, steps, between=None, hooks=None, prepared=False):
     """fxslots (stand-in graphs) and aot_eager side by side, one microbatch per step; the
     slot's token recipe after each fxslots forward; ``between(step, models)`` runs after the
     forwards and before the backwards."""
@@ -242,6 +242,8 @@ def _train_pair(options, steps, between=None, hooks=None):
     ref.load_state_dict(ours.state_dict())
     f = torch.compile(ours, backend="fxslots", options={"slots": 1, **options})
     f_ref = torch.compile(ref, backend="aot_eager")
+    if prepared:
+        fxslots.prepare(f, [torch.randn(4, 16)])
     recipes = []
     for i in range(steps):
         x = torch.randn(4, 16, generator=torch.Generator().manual_seed(i))
@@ -265,6 +267,15 @@ def test_replayed_forwards_hand_autograd_one_token_per_arena(stand_in_graphs):
     recipes = _train_pair({}, 5)
     assert recipes[:2] == [None, None] and all(r for r in recipes[2:]), recipes
     assert all(kind is OutKind.SLOT for _, kind, _ in recipes[-1])
+
+
+def test_after_prepare_tokens_wait_for_a_backward_through_fxslots(stand_in_graphs):
+    """``prepare`` captures both directions, yet the first forward after it hands views: only a
+    backward of the training loop shows that fxslots runs the backwards (compiled autograd
+    around ``loss.backward()`` alone would run its own copy, which cannot read tokens); every
+    forward after it replays with tokens."""
+    recipes = _train_pair({}, 3, prepared=True)
+    assert recipes[0] is None and all(recipes[1:]), recipes
 
 
 def test_saved_tensor_hooks_see_real_views(stand_in_graphs):
@@ -316,11 +327,13 @@ def test_compiled_autograd_runs_the_backward_and_never_exhausts_the_slots(reques
                 and r.levelname == "WARNING"]) == 1
 
 
-def test_compiled_autograd_after_prepare_with_the_forward_under_it(stand_in_graphs):
-    """``prepare`` ran fxslots' backward, so a replayed forward may hand autograd one token per
-    arena, which compiled autograd's copy of the backward graph cannot read. A forward under
-    compiled autograd hands views (its saved tensors are watched): gradients stay exact."""
-    _train_under_compiled_autograd("step", 1, prepared=True)
+@pytest.mark.parametrize("where", ["step", "backward"])
+def test_compiled_autograd_after_prepare(stand_in_graphs, where):
+    """``prepare`` ran fxslots' backward, so a replayed forward could hand autograd one token
+    per arena, which compiled autograd's copy of the backward graph cannot read. A forward
+    under compiled autograd hands views (its saved tensors are watched), and a forward outside
+    it hands views until the loop ran a backward through fxslots: gradients stay exact."""
+    _train_under_compiled_autograd(where, 1, prepared=True)
 
 
 def _train_under_compiled_autograd(where: str, slots: int, prepared: bool) -> None:

@@ -50,6 +50,7 @@ class Region:
     forward_nodes: weakref.WeakKeyDictionary = field(default_factory=weakref.WeakKeyDictionary)
     nodes_unknown: bool = False  # a forward's node was not found: every backward leaves it
     grads_dropped: bool = False
+    ran_backward: bool = False  # fxslots ran a backward of it outside prepare (tokens_readable)
     _grads: Any = None  # weak reference to the storage of a gradient watch_grads saw
     _recaptures: Counter = field(default_factory=Counter)  # by capture key
     _anchors: dict[int, weakref.ref] = field(default_factory=dict)
@@ -103,6 +104,19 @@ class Region:
             self.grads_kept |= held
             self.grads_dropped |= not held
             self._grads = None
+
+    def note_backward(self) -> None:
+        if not state.preparing:
+            self.ran_backward = True
+
+    def tokens_readable(self) -> bool:
+        """Whether a replayed forward may hand autograd one token per arena: only a backward
+        fxslots runs can read them. Compiled autograd on around a backward but not its forward
+        runs its copy of AOTAutograd's backward graph instead, which takes saved tensors where
+        the tokens stand and fails. So tokens wait for the loop to run a backward through
+        fxslots (``prepare``'s tell nothing): a loop that turns compiled autograd on for its
+        backwards alone never gets that far."""
+        return self.ran_backward
 
     def grads_in_arena(self) -> bool:
         """Whether backwards may write gradients into their slot's arena (``fxslots.overlay``):

@@ -100,7 +100,8 @@ class GraphExecutor:
                          delivers=generation, params=slot.params)
         cap = self.graphs.get(key)
         if cap is not None and self._replay(cap, args, slot, key):
-            tokens = self._tokens_ok(variant, cap) and not slot.watched
+            tokens = (self._tokens_ok(variant, cap) and not slot.watched
+                      and self.region.tokens_readable())
             slot.saved_outs = cap.saved_outs if tokens else None
             return cap.results(aliases, variant.device, tokens=tokens, delivered=(into, None),
                                collapse=variant.collapse if tokens else None)
@@ -121,6 +122,7 @@ class GraphExecutor:
                  grads: list[torch.Tensor] | None) -> Any:
         if slot is None:
             return variant.runner(Direction.BACKWARD)(*args)
+        self.region.note_backward()
         if self._tangents is None:
             self._tangents = _torch.tangent_indices(variant.backward_graph)
         tangents = [i for i in self._tangents if isinstance(args[i], torch.Tensor)]
