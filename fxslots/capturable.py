@@ -32,6 +32,8 @@ def uncapturable_reason(saved: SavedSet | None, gm: fx.GraphModule, device: torc
                 f"replay a random op in backward, host state a CUDA graph cannot read anew at "
                 f"each replay; move the random op (dropout) out of the checkpointed region to "
                 f"capture it")
+    if saved is not None and saved.unstageable:
+        return saved.unstageable[0]
     node = _off_device(gm, device, set(static_input_indices))
     if node is not None:
         val = node.meta["val"]

@@ -5,12 +5,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
 import torch
 
-from . import state
+from . import _torch, state
 from .errors import FxslotsError
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,8 @@ def prepare(model: Any, examples: Sequence[Any] = (), *, slots: int = 1,
     (a tuple of arguments, or one tensor), ``slots`` microbatches in flight, twice: the first
     pass compiles, sizes the arenas (largest example first, so they grow once) and warms up,
     the second captures every (shape, slot) the first could not. Gradients, buffers and random
-    number generators are put back (not AOTAutograd's for checkpointed random ops on CUDA).
+    number generators are put back (not AOTAutograd's for checkpointed random ops on CUDA);
+    post-accumulate-grad hooks do nothing meanwhile (``restored``).
 
     ``in_flight=True``: ``examples`` are the microbatches of one pass of a schedule that runs
     all their forwards, then all their backwards, in this order (GPipe's FFFFBBBB; ``slots``
@@ -183,14 +185,17 @@ def _module_of(model: Any) -> torch.nn.Module | None:
 
 @contextlib.contextmanager
 def restored(module: torch.nn.Module | None) -> Iterator[None]:
-    """Gradients, buffers and RNG states as they were before the block."""
-    params = list(module.parameters()) if module is not None else []
-    grads = [p.grad for p in params]
+    """Gradients, buffers and RNG states as they were before the block; the parameters'
+    post-accumulate-grad hooks (an optimizer step in backward) muted in it; a warning naming
+    the parameters something else wrote in place."""
+    named = list(module.named_parameters()) if module is not None else []
+    params = [p for _, p in named]
+    grads, versions = [p.grad for p in params], [_torch.version(p) for p in params]
     buffers = [(b, b.detach().clone()) for b in (module.buffers() if module is not None else ())]
     for p in params:
         p.grad = None
     devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
-    with torch.random.fork_rng(devices=devices):
+    with torch.random.fork_rng(devices=devices), _torch.muted_post_accumulate_hooks(params):
         try:
             yield
         finally:
@@ -199,6 +204,18 @@ def restored(module: torch.nn.Module | None) -> Iterator[None]:
             with torch.no_grad():
                 for b, saved in buffers:
                     b.copy_(saved)
+            _warn_written([n for (n, p), v in zip(named, versions, strict=True)
+                           if _torch.version(p) != v])
+
+
+def _warn_written(names: list[str]) -> None:
+    if names:  # copying every parameter to put them back would cost their memory again
+        warnings.warn(
+            f"fxslots.prepare: the model wrote parameters {names[:5]}"
+            f"{f' and {len(names) - 5} more' if len(names) > 5 else ''} in place while it ran "
+            f"the examples (a forward or hook that updates weights); prepare puts gradients, "
+            f"buffers and random states back, not parameters: call it before loading the "
+            f"weights you train from", stacklevel=4)
 
 
 @contextlib.contextmanager

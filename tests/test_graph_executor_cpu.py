@@ -593,3 +593,84 @@ def _collapse_steps(f, g, ours, ref, dynamic):
         for p, q in zip(ours.parameters(), ref.parameters(), strict=True):
             assert torch.equal(p.grad, q.grad), step
     return saved
+
+
+class _AliasedInputs(torch.nn.Module):
+    """Mutates ``y``, which views the storage of ``x`` (``f(t, t[1:3])``): AOTAutograd hands
+    the graph one synthetic base and rebuilds both with ``as_strided`` at offsets counted from
+    the start of ``t``'s storage. ``saved_view``: the linear saves ``x`` itself (a view of the
+    mutated base), else a fresh copy of it."""
+
+    def __init__(self, saved_view: bool):
+        super().__init__()
+        self.l, self.saved_view = torch.nn.Linear(8, 8), saved_view
+
+    def forward(self, x, y):
+        y.mul_(2.0)
+        return torch.tanh(self.l(x if self.saved_view else x * 1.0)) * y.sum()
+
+
+@pytest.mark.parametrize("graphs", [True, False], ids=["graphs", "eager"])
+@pytest.mark.parametrize("saved_view", [True, False], ids=["saved-view", "saved-copy"])
+def test_reads_at_absolute_storage_offsets_never_land_in_a_slot(request, graphs, saved_view):
+    """Found by review (session 45): a slot moves the bytes it holds, and ``as_strided`` counts
+    its offset from the start of its input's storage, so under CUDA graphs the staged base was
+    read (and written back) at other bytes of the arena: garbage outputs, the caller's tensor
+    overwritten, NaN gradients. Now a saved group read that way falls back (no slots), and an
+    input read that way is not staged (no CUDA graphs, slots kept); each with a warning naming
+    the node. Outputs, the mutated caller's tensor and gradients are bitwise eager's."""
+    if graphs:
+        request.getfixturevalue("stand_in_graphs")
+    torch.manual_seed(0)
+    ours, ref = _AliasedInputs(saved_view), _AliasedInputs(saved_view)
+    ref.load_state_dict(ours.state_dict())
+    f = torch.compile(ours, backend="fxslots", options={"slots": 1})
+    expected = ("without slots.*as_strided.*absolute storage offsets" if saved_view else
+                "without CUDA graphs.*as_strided.*absolute storage offsets")
+    for step in range(3):
+        t = torch.randn(4, 8, generator=torch.Generator().manual_seed(step))
+        u = t.clone()
+        with (pytest.warns(UserWarning, match=expected) if step == 0 and (graphs or saved_view)
+              else contextlib.nullcontext()):
+            out = f(t, t[1:3])
+        want = ref(u, u[1:3])
+        assert torch.equal(out, want) and torch.equal(t, u), step
+        out.square().sum().backward()
+        want.square().sum().backward()
+        for p, q in zip(ours.parameters(), ref.parameters(), strict=True):
+            assert torch.equal(p.grad, q.grad), step
+    assert fxslots.counters["fallbacks"] == int(saved_view)
+    assert fxslots.counters["uncaptured_graphs"] == int(graphs and not saved_view)
+    assert saved_view or any(r.ring.slots for r in fxslots.regions())  # the slots stay
+
+
+@pytest.mark.parametrize("graphs", [True, False], ids=["graphs", "eager"])
+def test_saved_views_a_hook_keeps_are_never_written_again(request, caplog, graphs):
+    """Found by review (session 45): a pack hook that keeps what it packs (activation
+    statistics, debugging) held views of the slot after their backward released it, and the
+    next forward wrote over them. Such a slot now leaves its arenas to those views (one
+    warning) and takes new ones: every kept tensor keeps its value, as eager's do, and the
+    gradients stay bitwise eager's."""
+    if graphs:
+        request.getfixturevalue("stand_in_graphs")
+    torch.manual_seed(0)
+    ours, ref = MLP(), MLP()
+    ref.load_state_dict(ours.state_dict())
+    f = torch.compile(ours, backend="fxslots", options={"slots": 1})
+    kept: list[tuple[torch.Tensor, torch.Tensor]] = []  # (what the hook got, its value then)
+
+    def pack(t):
+        kept.append((t, t.detach().clone()))
+        return t
+    for step in range(4):
+        x = torch.randn(4, 16, generator=torch.Generator().manual_seed(step))
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            loss = f(x).square().sum()
+        loss.backward()
+        ref(x).square().sum().backward()
+        assert kept and all(torch.equal(t, then) for t, then in kept), step
+        for p, q in zip(ours.parameters(), ref.parameters(), strict=True):
+            assert torch.equal(p.grad, q.grad), step
+    assert sum(r.ring.orphans for r in fxslots.regions()) >= 3
+    assert len([r for r in caplog.records if "a saved-tensor hook kept them" in r.getMessage()
+                and r.levelname == "WARNING"]) == 1

@@ -154,3 +154,56 @@ def test_prepares_own_grad_moves_do_not_count_toward_the_recapture_warning(
                 region.note_recapture("a key", 5)
         region.note_recapture("a key", 5)
     assert not [r for r in caplog.records if "captured again" in r.getMessage()]
+
+
+def _step_in_backward(model: nn.Module) -> list:
+    """PyTorch's "optimizer step in backward": an SGD step per parameter as soon as its
+    gradient is accumulated (``register_post_accumulate_grad_hook``)."""
+    opts = {p: torch.optim.SGD([p], lr=0.1) for p in model.parameters()}
+
+    def step(p):
+        opts[p].step()
+        opts[p].zero_grad()
+    return [p.register_post_accumulate_grad_hook(step) for p in model.parameters()]
+
+
+@pytest.mark.parametrize("graphs", [True, False], ids=["graphs", "eager"])
+def test_prepare_mutes_optimizer_steps_in_backward(request, graphs):
+    """Found by review (session 45): prepare runs real backwards, so an optimizer step in a
+    post-accumulate-grad hook moved the weights (and the optimizer's state) at each of them.
+    Those hooks do nothing inside prepare, and run again after it: the weights are untouched
+    and training then matches eager's bitwise."""
+    if graphs:
+        request.getfixturevalue("stand_in_graphs")
+    torch.manual_seed(0)
+    ours = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 8))
+    ref = copy.deepcopy(ours)
+    _step_in_backward(ours), _step_in_backward(ref)
+    before = [p.detach().clone() for p in ours.parameters()]
+    f = torch.compile(ours, backend="fxslots", options={"slots": 1})
+    fxslots.prepare(f, [torch.randn(4, 8)])
+    assert all(torch.equal(a, p) for a, p in zip(before, ours.parameters(), strict=True))
+    for step in range(3):
+        x = torch.randn(4, 8)
+        f(x).square().sum().backward()
+        ref(x).square().sum().backward()
+        for p, q in zip(ours.parameters(), ref.parameters(), strict=True):
+            assert torch.equal(p, q), step
+
+
+def test_prepare_warns_about_parameters_the_model_writes():
+    """A forward that writes a weight in place (a momentum encoder's update): prepare ran it
+    several times and does not copy every parameter to put them back; it names the weight."""
+    class Decaying(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l, self.frozen = nn.Linear(8, 8), nn.Linear(8, 8)
+
+        def forward(self, x):
+            with torch.no_grad():
+                self.frozen.weight.mul_(0.99)
+            return self.l(x) + self.frozen(x)
+
+    f = torch.compile(Decaying(), backend="fxslots", options={"slots": 1})
+    with pytest.warns(UserWarning, match=r"wrote parameters \['frozen.weight'\] in place"):
+        fxslots.prepare(f, [torch.randn(4, 8)])

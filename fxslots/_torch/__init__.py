@@ -35,7 +35,7 @@ __all__ = [
     "keep_graph", "calling_node", "current_node", "runs_in_this_backward", "saved_released",
     "symbol_guards",
     "guard_at_most", "recompile_limit",
-    "saved_tensors_watched",
+    "saved_tensors_watched", "muted_post_accumulate_hooks", "version",
     "storage_alias",
     "shape_env_of",
     "storage_key",
@@ -278,8 +278,8 @@ def schedule_microbatches(schedule: Any) -> int:
 
 from .autograd import (  # noqa: E402
     CheckedGrads, accumulating_grads, calling_node, current_node, keep_graph,
-    running_accumulators, runs_in_this_backward, saved_released, saved_tensors_watched,
-    split_backward_hazard,
+    muted_post_accumulate_hooks, running_accumulators, runs_in_this_backward, saved_released,
+    saved_tensors_watched, split_backward_hazard, version,
 )
 from .compiling import (  # noqa: E402
     compile_contexts, declare_no_donated_buffers, forget_saved_dynamism, is_dynamo_signal,

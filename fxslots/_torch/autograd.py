@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 import weakref
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 import torch._dynamo.compiled_autograd as _compiled_autograd
@@ -190,4 +191,31 @@ def split_backward_hazard() -> str | None:
         return (f"torch {torch.__version__} frees a compiled stage's autograd node once the "
                 f"input-gradient step (I) detaches the stage's outputs, so the weight step (W) "
                 f"fails reading it")
+    return None
+
+
+def version(t: torch.Tensor) -> int:
+    """``t``'s version counter: every in-place write to it (or a view of it) bumps it."""
+    return t._version
+
+
+@contextlib.contextmanager
+def muted_post_accumulate_hooks(params: list[torch.Tensor]) -> Iterator[None]:
+    """The post-accumulate-grad hooks of ``params`` (an optimizer step in backward) do nothing
+    in the block. They stay registered, so what reads whether there are any
+    (``accumulating_grads``) sees what training will."""
+    saved = [(h, dict(h)) for p in params
+             if (h := getattr(p, "_post_accumulate_grad_hooks", None))]
+    for hooks, _ in saved:
+        for key in hooks:
+            hooks[key] = _no_hook
+    try:
+        yield
+    finally:
+        for hooks, before in saved:
+            for key in hooks.keys() & before.keys():
+                hooks[key] = before[key]
+
+
+def _no_hook(param: torch.Tensor) -> None:
     return None

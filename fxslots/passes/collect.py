@@ -21,6 +21,7 @@ from ..geometry import same_value
 from ..out_variants import OWN_KERNELS
 from ..routes import copy_source, find_route
 from ..seeds import host_read_seed
+from .absolute import unstageable_reads
 from ..schemas import RNG_STATE, Root, SavedSet, SavedTensor, Source, StorageGroup, expr
 
 
@@ -56,7 +57,11 @@ def collect_saved(
     groups = _groups(fw, saved, keys, static_input_indices, user_visible, ranges)
     if kernels == "inductor":
         groups = _without_own_kernel(groups)
-    return SavedSet(tuple(saved), tuple(groups), ranges, tuple(passthrough), guards)
+    unstageable = unstageable_reads(  # raises where a slot would move what a node reads
+        fw, bw, {k: groups[gid] for k, gid in keys.items()},
+        {bw_i: groups[s.group] for (_, _, bw_i), s in zip(tensors, saved, strict=True)},
+        set(static_input_indices))
+    return SavedSet(tuple(saved), tuple(groups), ranges, tuple(passthrough), guards, unstageable)
 
 
 def _groups(fw, saved: list[SavedTensor], keys: dict[Any, int], static_input_indices,

@@ -1,5 +1,5 @@
 """Arena memory: device memory that lives as long as a region (arenas, output and staging
-buffers), and debug mode's poison for arenas given back."""
+buffers), which free slot a forward takes, and debug mode's poison for arenas given back."""
 
 from __future__ import annotations
 
@@ -34,3 +34,15 @@ def poison(slot: Any) -> None:
         for start, end in sorted(slot.lent_spans) + [(slot.arena.numel(), slot.arena.numel())]:
             slot.arena[at:start].fill_(0xFF)
             at = max(at, end)
+
+
+def best_fit(free: list[Any], nbytes: int, host_nbytes: int) -> Any:
+    """The smallest free slot whose arenas already hold the forward, else the largest (it grows
+    least; growing a slot invalidates its graphs). Largest-first sent every variant of a
+    schedule with several in flight through every slot and grew each to the largest: the heavy
+    MLP's FFFFBBBB held 5.0 GiB in four arenas against eager's 2.95 (H200 run 24c); best fit
+    keeps each variant in a slot of its own size, and captures it there only."""
+    fits = [s for s in free if s.nbytes >= nbytes and s.host_nbytes >= host_nbytes]
+    if fits:
+        return min(fits, key=lambda s: (s.nbytes + s.host_nbytes, s.index))
+    return max(free, key=lambda s: (s.nbytes, -s.index))

@@ -22,7 +22,7 @@ import torch
 from .. import _torch, state
 from ..errors import ArenaLimitError, CaptureError, FxslotsError, SlotsExhaustedError
 from ..options import Options
-from .alloc import lasting, poison
+from .alloc import best_fit, lasting, poison
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,7 @@ class Slot:
     # saved outputs' (index, kind, geometry), for a backward that must rebuild the views.
     saved_outs: Any = None
     watched: bool = False  # saved-tensor hooks saw that forward's saved tensors
+    kept: Any = None  # released after watched: (owner, host_owner), what a hook may still view
     node: Any = None  # weak reference to that forward's autograd node, where it was found
     # Gradients its last backward wrote into saved bytes it had finished reading (fxslots
     # .overlay): the weak reference of the alias they are handed out through, and their bytes.
@@ -165,6 +166,11 @@ class SlotRing:
                 f"bound this input's shape")
 
     def _free_slot(self, variant: str, nbytes: int, host_nbytes: int) -> Slot:
+        for s in self.slots:  # a pack hook kept saved views past their backward: theirs now
+            if s.kept is not None and not s.pending():
+                if any(o is not None and not o.expired() for o in s.kept):
+                    self._disown(s, s.kept, "a saved-tensor hook kept them after the backward")
+                s.kept = None
         free = [s for s in self.slots if not s.pending() and not s.lent_out()]
         if not free:
             # A dropped autograd graph can sit in a reference cycle (AOTAutograd's double
@@ -172,7 +178,9 @@ class SlotRing:
             gc.collect()
             free = [s for s in self.slots if not s.pending() and not s.lent_out()]
         if not free and (orphans := [s for s in self.slots if s.orphaned()]):
-            return self._disown(orphans[0])
+            s = orphans[0]
+            return self._disown(s, (s.owner, s.host_owner), "compiled autograd keeps the "
+                                "inputs of each backward it traces, a copy of fxslots'")
         if not free and (lent := [s for s in self.slots if not s.pending()]):
             self._evict(lent[0])
             return lent[0]
@@ -186,7 +194,7 @@ class SlotRing:
                 f"microbatches your schedule keeps in flight. A forward holds its slot while "
                 f"anything of its autograd graph lives: an output kept without a backward (an "
                 f"evaluation step outside torch.no_grad()), a result of create_graph=True")
-        return free[0] if len(free) == 1 else _best_fit(free, nbytes, host_nbytes)
+        return free[0] if len(free) == 1 else best_fit(free, nbytes, host_nbytes)
 
     def _evict(self, slot: Slot) -> None:
         """Gradients in ``slot``'s arena outlived the next forward (a loop that accumulates
@@ -199,16 +207,16 @@ class SlotRing:
                  "slot takes a new arena, and this region's gradients get a buffer of their "
                  "own from now on", self.name, slot.index)
 
-    def _disown(self, slot: Slot) -> Slot:
-        """Leave ``slot``'s arenas to the views that outlived its microbatch's autograd graph
-        (``Slot.orphaned``): nothing writes them again, and the slot takes new ones."""
+    def _disown(self, slot: Slot, owners: tuple[Any, Any], why: str) -> Slot:
+        """Leave ``slot``'s arenas to the views of them (of the alias storages ``owners``)
+        that outlived its microbatch's autograd graph (``why``): nothing writes them again,
+        and the slot takes new ones."""
         (log.info if self.orphans else log.warning)(
             "fxslots: %s: the saved tensors of microbatch %s (%s) outlived its autograd graph, "
-            "held outside autograd (compiled autograd keeps the inputs of each backward it "
-            "traces, which runs its own copy of the backward graph, not fxslots'). They keep "
-            "slot %d's old arenas (%d bytes); the slot takes new ones", self.name,
-            slot.microbatch, slot.variant, slot.index, slot.nbytes + slot.host_nbytes)
-        for arena, owner in ((slot.arena, slot.owner), (slot.host_arena, slot.host_owner)):
+            "held outside autograd (%s). They keep slot %d's old arenas (%d bytes); the slot "
+            "takes new ones", self.name, slot.microbatch, slot.variant, why, slot.index,
+            slot.nbytes + slot.host_nbytes)
+        for arena, owner in zip((slot.arena, slot.host_arena), owners, strict=True):
             if arena is not None and owner is not None:
                 state.keep_while_viewed(arena, owner)  # the views' alias owns no bytes
         slot.arena = slot.host_arena = slot.lent = None
@@ -271,6 +279,7 @@ class SlotRing:
         with self._lock:
             if self.options.debug:
                 poison(slot)
+            slot.kept = (slot.owner, slot.host_owner) if slot.watched else None
             slot.owner = slot.host_owner = None
 
     def pending(self) -> int:
@@ -286,14 +295,3 @@ class SlotRing:
                     s.layout, s.lent, s.lent_spans = None, None, ()
                     self._moved(s)
 
-
-def _best_fit(free: list[Slot], nbytes: int, host_nbytes: int) -> Slot:
-    """The smallest free slot whose arenas already hold the forward, else the largest (it grows
-    least; growing a slot invalidates its graphs). Largest-first sent every variant of a
-    schedule with several in flight through every slot and grew each to the largest: the heavy
-    MLP's FFFFBBBB held 5.0 GiB in four arenas against eager's 2.95 (H200 run 24c); best fit
-    keeps each variant in a slot of its own size, and captures it there only."""
-    fits = [s for s in free if s.nbytes >= nbytes and s.host_nbytes >= host_nbytes]
-    if fits:
-        return min(fits, key=lambda s: (s.nbytes + s.host_nbytes, s.index))
-    return max(free, key=lambda s: (s.nbytes, -s.index))

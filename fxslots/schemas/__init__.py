@@ -176,6 +176,7 @@ class SavedSet:
     passthrough: tuple[tuple[str, str], ...] = ()
     # Dynamo's guards over these symbols: sizes the graph never runs at fail one of them.
     symbol_guards: tuple[sympy.Basic, ...] = ()
+    unstageable: tuple[str, ...] = ()  # why CUDA graphs cannot stage its inputs (passes.absolute)
 
     @property
     def rng_states(self) -> tuple[str, ...]:
