@@ -674,3 +674,40 @@ def test_saved_views_a_hook_keeps_are_never_written_again(request, caplog, graph
     assert sum(r.ring.orphans for r in fxslots.regions()) >= 3
     assert len([r for r in caplog.records if "a saved-tensor hook kept them" in r.getMessage()
                 and r.levelname == "WARNING"]) == 1
+
+
+@pytest.mark.parametrize("graphs", [True, False], ids=["graphs", "eager"])
+def test_blocks_compiled_one_by_one_take_slots_each(request, graphs):
+    """Found by review (session 45): torchtitan compiles each transformer block on its own;
+    Dynamo compiles the block's code once and every block runs that graph, so with
+    ``slots=1`` (one microbatch) the second block's forward found the one slot pending and
+    raised ``SlotsExhaustedError``. ``slots`` now counts per parameter set: three blocks, one
+    and then two microbatches in flight (``slots=2``), gradients bitwise eager's, and a third
+    microbatch still refused."""
+    if graphs:
+        request.getfixturevalue("stand_in_graphs")
+    torch.manual_seed(0)
+    ours = torch.nn.ModuleList(MLP(16, 32, 2) for _ in range(3))
+    ref = copy.deepcopy(ours)
+    blocks = [torch.compile(b, backend="fxslots", options={"slots": 2}) for b in ours]
+
+    def run_blocks(fns, x):
+        for fn in fns:
+            x = fn(x)
+        return x.square().sum()
+    for step in range(3):
+        xs = [torch.randn(4, 16, generator=torch.Generator().manual_seed(10 * step + i))
+              for i in range(1 + step % 2)]
+        losses = [run_blocks(blocks, x) for x in xs]
+        for loss in losses:
+            loss.backward()
+        for x in xs:
+            run_blocks(ref, x).backward()
+        for p, q in zip(ours.parameters(), ref.parameters(), strict=True):
+            assert torch.equal(p.grad, q.grad), step
+    rings = {id(r.ring): r.ring for r in fxslots.regions()}.values()
+    assert sum(len(ring.slots) for ring in rings) == 6  # two per block
+    pending = [run_blocks(blocks, torch.randn(4, 16)) for _ in range(2)]
+    with pytest.raises(fxslots.SlotsExhaustedError):
+        run_blocks(blocks, torch.randn(4, 16))
+    del pending

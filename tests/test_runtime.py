@@ -51,6 +51,23 @@ def test_ring_hands_out_free_slots_and_refuses_before_writing():
     assert ring.pending() == 0
 
 
+def test_slots_count_per_parameter_set():
+    """One compiled graph serves every module of its class (``torch.compile`` per block):
+    ``slots`` holds for each module's forwards. Another module's forward gets a new slot when
+    the pending ones are not its own; its own ``slots`` pending still refuse."""
+    ring = SlotRing("r", Options(slots=1))
+    cpu = torch.device("cpu")
+    held = [ring.acquire(256, cpu, "v0", params=p) for p in (1, 2, 3)]
+    assert [s.index for s, _, _ in held] == [0, 1, 2] and ring.pending() == 3
+    with pytest.raises(fxslots.SlotsExhaustedError, match="all 3 are pending"):
+        ring.acquire(256, cpu, "v0", params=2)
+    for s, _, _ in held:
+        ring.release(s)
+    del held
+    again = [ring.acquire(256, cpu, "v0", params=p) for p in (1, 2, 3)]
+    assert [s.index for s, _, _ in again] == [0, 1, 2] and len(ring.slots) == 3  # no more
+
+
 def test_arena_grows_for_a_bigger_variant_and_respects_the_limit():
     ring = SlotRing("r", Options(slots=1, max_arena_bytes=4096))
     cpu = torch.device("cpu")

@@ -14,96 +14,22 @@ import itertools
 import logging
 import threading
 import weakref
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
 
 from .. import _torch, state
-from ..errors import ArenaLimitError, CaptureError, FxslotsError, SlotsExhaustedError
+from ..errors import ArenaLimitError, FxslotsError, SlotsExhaustedError
 from ..options import Options
 from .alloc import best_fit, lasting, poison
+from .slot import Slot
 
 log = logging.getLogger(__name__)
 
 ArenaMoved = Callable[[int], None]
 """Told the index of a slot whose arenas moved or were freed: pointers into them are dead."""
 
-
-@dataclass
-class Slot:
-    """One in-flight microbatch's memory: a flat byte arena, reused by every variant."""
-
-    index: int
-    device: torch.device
-    arena: torch.Tensor | None = None
-    host_arena: torch.Tensor | None = None  # offloaded groups; pinned when the device is CUDA
-    owner: Any = None  # weak reference to the alias storage of the forward holding the slot
-    host_owner: Any = None  # the same for the host arena
-    variant: str | None = None
-    microbatch: int | None = None
-    generation: int = 0  # bumps whenever the arenas move (captured graphs go stale)
-    layout: Any = None  # the ViewLayout of the forward holding the slot
-    # Which parameters that forward ran with (its anchor parameter's address): one compiled
-    # graph can serve several modules (a pipeline rank's chunks), each its own captures.
-    params: int = 0
-    # Set when that forward handed autograd arena tokens, not views (cudagraphs.outputs): the
-    # saved outputs' (index, kind, geometry), for a backward that must rebuild the views.
-    saved_outs: Any = None
-    watched: bool = False  # saved-tensor hooks saw that forward's saved tensors
-    kept: Any = None  # released after watched: (owner, host_owner), what a hook may still view
-    node: Any = None  # weak reference to that forward's autograd node, where it was found
-    # Gradients its last backward wrote into saved bytes it had finished reading (fxslots
-    # .overlay): the weak reference of the alias they are handed out through, and their bytes.
-    lent: Any = None
-    lent_spans: tuple[tuple[int, int], ...] = ()
-
-    @property
-    def nbytes(self) -> int:
-        return 0 if self.arena is None else self.arena.numel()
-
-    @property
-    def host_nbytes(self) -> int:
-        return 0 if self.host_arena is None else self.host_arena.numel()
-
-    def pending(self) -> bool:
-        o, h = self.owner, self.host_owner  # no generator: every forward asks every slot
-        return (o is not None and not o.expired()) or (h is not None and not h.expired())
-
-    def orphaned(self) -> bool:
-        """Pending, though the autograd node of its forward holds no saved tensors any more:
-        what keeps its views lives outside autograd (compiled autograd keeps the inputs of each
-        backward it traces), and nothing will read them as this slot's."""
-        return self.pending() and self.node is not None and _torch.saved_released(self.node)
-
-    def lent_out(self) -> bool:
-        """Whether gradients someone still uses live in its arena: no forward may write it."""
-        return self.lent is not None and not self.lent.expired()
-
-    def lend(self, alias: Any, spans: tuple[tuple[int, int], ...]) -> None:
-        """``alias`` views this arena for the caller: the arena lives as long (an eviction, the
-        region's death or ``fxslots.reset()`` only drop the slot's hold on it)."""
-        self.lent, self.lent_spans = _torch.StorageWeakRef(alias), spans
-        state.keep_while_viewed(self.arena, self.lent)
-
-    def check_held(self) -> None:
-        """Debug mode, before every replay: the slot is held by exactly one live microbatch."""
-        if not self.pending():
-            raise CaptureError(
-                f"fxslots debug: replaying into slot {self.index}, which no live microbatch "
-                f"holds (last holder: microbatch {self.microbatch} of {self.variant})")
-
-    def contains(self, t: torch.Tensor) -> bool:
-        """Whether ``t``'s bytes start inside one of the arenas."""
-        ptr = t.untyped_storage().data_ptr()
-        return any(a is not None and a.data_ptr() <= ptr < a.data_ptr() + a.numel()
-                   for a in (self.arena, self.host_arena))
-
-    def owns(self, t: torch.Tensor) -> bool:
-        return self.holds(_torch.storage_cdata(t))
-
-    def holds(self, cdata: int) -> bool:
-        return any(o is not None and cdata == o.cdata for o in (self.owner, self.host_owner))
+__all__ = ["ArenaMoved", "Slot", "SlotRing"]
 
 
 class SlotRing:
@@ -126,9 +52,10 @@ class SlotRing:
         self._listeners.append(weakref.WeakMethod(listener))
 
     def acquire(self, nbytes: int, device: torch.device, variant: str,
-                host_nbytes: int = 0) -> tuple[Slot, Any, Any]:
+                host_nbytes: int = 0, params: int = 0) -> tuple[Slot, Any, Any]:
         """A free slot whose arenas hold ``nbytes`` (device) and ``host_nbytes`` (host), and a
-        fresh alias storage of each (None for an unused host arena).
+        fresh alias storage of each (None for an unused host arena), for a forward of the
+        parameter set ``params`` (``Slot.params``).
 
         Raises before anything is written when every slot is pending or the arena limit is hit.
         """
@@ -137,7 +64,7 @@ class SlotRing:
             if not self.slots:
                 self.slots = [Slot(i, device) for i in range(self.options.slots)]
             evictions = self.evictions
-            slot = self._free_slot(variant, nbytes, host_nbytes)
+            slot = self._free_slot(variant, nbytes, host_nbytes, params, device)
             slot.lent, slot.lent_spans = None, ()  # not lent out (or evicted): nothing to spare
             state.release_unviewed()
             if slot.device != device:
@@ -153,7 +80,7 @@ class SlotRing:
                 slot.host_arena.data_ptr(), torch.device("cpu"), host_nbytes)
             slot.owner = _torch.StorageWeakRef(alias)
             slot.host_owner = None if host_alias is None else _torch.StorageWeakRef(host_alias)
-            slot.variant = variant
+            slot.variant, slot.params = variant, params
             slot.microbatch = next(self._microbatches)
             return slot, alias, host_alias
 
@@ -165,7 +92,8 @@ class SlotRing:
                 f"more than max_arena_bytes={limit}; raise the option 'max_arena_bytes' or "
                 f"bound this input's shape")
 
-    def _free_slot(self, variant: str, nbytes: int, host_nbytes: int) -> Slot:
+    def _free_slot(self, variant: str, nbytes: int, host_nbytes: int, params: int,
+                   device: torch.device) -> Slot:
         for s in self.slots:  # a pack hook kept saved views past their backward: theirs now
             if s.kept is not None and not s.pending():
                 if any(o is not None and not o.expired() for o in s.kept):
@@ -184,6 +112,8 @@ class SlotRing:
         if not free and (lent := [s for s in self.slots if not s.pending()]):
             self._evict(lent[0])
             return lent[0]
+        if not free and (added := self._add(params, device)) is not None:
+            return added
         if not free:
             held = ", ".join(f"slot {s.index}: microbatch {s.microbatch} ({s.variant})"
                              for s in self.slots)
@@ -195,6 +125,20 @@ class SlotRing:
                 f"anything of its autograd graph lives: an output kept without a backward (an "
                 f"evaluation step outside torch.no_grad()), a result of create_graph=True")
         return free[0] if len(free) == 1 else best_fit(free, nbytes, host_nbytes)
+
+    def _add(self, params: int, device: torch.device) -> Slot | None:
+        """A new slot where the pending ones belong to other parameter sets, fewer than
+        ``slots`` to this one: a graph compiled once serves every module of its class (Dynamo
+        reuses it: ``torch.compile`` per transformer block), and each module's forwards count
+        against ``slots`` as its own microbatches."""
+        if sum(s.params == params for s in self.slots if s.pending()) >= self.options.slots:
+            return None
+        self.slots.append(Slot(len(self.slots), device))
+        sets = len({s.params for s in self.slots if s.pending()} | {params})
+        log.info("%s: forwards of %d parameter sets (modules sharing one compiled graph) are "
+                 "in flight; slots=%d holds for each, so the ring grows to %d slots", self.name,
+                 sets, self.options.slots, len(self.slots))
+        return self.slots[-1]
 
     def _evict(self, slot: Slot) -> None:
         """Gradients in ``slot``'s arena outlived the next forward (a loop that accumulates

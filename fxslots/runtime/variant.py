@@ -152,11 +152,11 @@ class Variant:
             return self.executor.forward(self, None, args, None, (None, None))
         lay = self.layout(args)
         self.region.note_forward()
+        params = args[self.anchor_index].data_ptr() if self.anchor_index is not None else 0
         slot, alias, host_alias = self.ring.acquire(lay.nbytes, self.device, self.name,
-                                                    lay.host_nbytes)
+                                                    lay.host_nbytes, params)
         slot.layout, slot.saved_outs = lay, None
         slot.watched, slot.node = _torch.saved_tensors_watched(), _torch.calling_node()
-        slot.params = args[self.anchor_index].data_ptr() if self.anchor_index is not None else 0
         if self.accumulate is not None:  # weakly: a dropped microbatch must not keep a model
             self._params[slot.index] = tuple(weakref.ref(args[i]) for i in self.accumulate.indices)
             self._note_node(slot.node, id(args[self.accumulate.indices[0]]))

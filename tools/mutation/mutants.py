@@ -27,6 +27,7 @@ class Mutant:
 
 
 RING = "fxslots/runtime/ring.py"
+SLOT = "fxslots/runtime/slot.py"
 VARIANT = "fxslots/runtime/variant.py"
 LAYOUT = "fxslots/runtime/layout.py"
 REGION = "fxslots/runtime/region.py"
@@ -100,7 +101,7 @@ MUTANTS: tuple[Mutant, ...] = (
            "free = list(self.slots)\n        if not free:\n            # A dropped",
            "a forward never takes a slot whose backward has not run", "cpu",
            (f"{BAD}::test_too_many_forwards_in_flight", "tests/test_runtime.py")),
-    Mutant("owns-any-owned-slot", RING,
+    Mutant("owns-any-owned-slot", SLOT,
            "o is not None and cdata == o.cdata for o in",
            "o is not None for o in",
            "a backward finds the slot its own forward took", "cpu",
@@ -110,7 +111,7 @@ MUTANTS: tuple[Mutant, ...] = (
            "        if True:\n            if not self.slots:",
            "threads sharing a model never take the same slot (acquire is atomic)", "cpu",
            ("tests/test_threads.py",)),
-    Mutant("pending-never-expires", RING,
+    Mutant("pending-never-expires", SLOT,
            "return (o is not None and not o.expired()) or (h is not None and not h.expired())",
            "return o is not None or h is not None",
            "a dropped microbatch's slot comes back when its views die", "cpu",
@@ -120,7 +121,7 @@ MUTANTS: tuple[Mutant, ...] = (
            "            pass\n",
            "a slot held only by a garbage cycle (create_graph) is collected before refusing",
            "cpu", (f"{BAD}::test_create_graph_double_backward",)),
-    Mutant("orphaned-slot-stays-pending", RING,
+    Mutant("orphaned-slot-stays-pending", SLOT,
            "        return self.pending() and self.node is not None and "
            "_torch.saved_released(self.node)",
            "        return False",
@@ -155,6 +156,19 @@ MUTANTS: tuple[Mutant, ...] = (
            "    found = [_check(n, p, fw_groups", "    return ()\n    found = [_check(n, p, fw_groups",
            "a read at absolute storage offsets never lands in a slot (synthetic bases)", "cpu",
            (f"{STAND_IN}::test_reads_at_absolute_storage_offsets_never_land_in_a_slot",)),
+    Mutant("slots-shared-by-every-module", RING,
+           "        if sum(s.params == params for s in self.slots if s.pending()) >= self.options.slots:",
+           "        if True:",
+           "modules that share one compiled graph (torch.compile per block) each get 'slots' "
+           "slots", "cpu",
+           ("tests/test_runtime.py::test_slots_count_per_parameter_set",
+            f"{STAND_IN}::test_blocks_compiled_one_by_one_take_slots_each")),
+    Mutant("slots-grow-without-bound", RING,
+           "        if sum(s.params == params for s in self.slots if s.pending()) >= self.options.slots:",
+           "        if False:",
+           "a module's own forwards beyond 'slots' are refused, before anything is written",
+           "cpu", ("tests/test_runtime.py::test_slots_count_per_parameter_set",
+                   f"{BAD}::test_too_many_forwards_in_flight")),
     Mutant("forward-forgets-its-node", VARIANT,
            "slot.node = _torch.saved_tensors_watched(), _torch.calling_node()",
            "slot.node = _torch.saved_tensors_watched(), None",
@@ -296,7 +310,7 @@ MUTANTS: tuple[Mutant, ...] = (
            "arena.fill_(0)",
            "the poison reads as NaN in every float format", "cpu",
            ("tests/test_runtime.py::test_debug_release_poisons_the_arena",)),
-    Mutant("debug-replay-skips-owner-check", RING,
+    Mutant("debug-replay-skips-owner-check", SLOT,
            "        if not self.pending():\n            raise CaptureError(",
            "        if False:\n            raise CaptureError(",
            "debug mode refuses to replay into a slot no live microbatch holds", "cpu",
