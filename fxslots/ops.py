@@ -89,7 +89,7 @@ def _reload(members: list[torch.Tensor], device: torch.device) -> list[torch.Ten
     return list(_start_reload(members, device).members)
 
 
-def _reload_span(members: list[torch.Tensor], device: torch.device) -> torch.Tensor:
+def _reload_span(members: list[torch.Tensor], device: torch.device, length: int) -> torch.Tensor:
     return _start_reload(members, device).span
 
 
@@ -108,10 +108,12 @@ def _reload_fake(members: list[torch.Tensor], device: torch.device) -> list[torc
                             m.shape, m.stride(), m.storage_offset() - lo) for m in members]
 
 
-def _reload_span_fake(members: list[torch.Tensor], device: torch.device) -> torch.Tensor:
-    hi = functools.reduce(torch.sym_max, [m.storage_offset() + span_elements(m.shape, m.stride())
-                                          for m in members])
-    return torch.empty(hi - _lowest_offset(members), dtype=members[0].dtype, device=device)
+def _reload_span_fake(members: list[torch.Tensor], device: torch.device,
+                      length: int) -> torch.Tensor:
+    """``length``: the span's elements, fixed when the graph was lowered. Read off the
+    members' offsets here it would be wrong under Inductor, which lays every input of its
+    graph out at offset 0 (``q, k, v = qkv(x).split(...)`` saved: 352 elements, not 384)."""
+    return torch.empty(length, dtype=members[0].dtype, device=device)
 
 
 def _lowest_offset(members: list[torch.Tensor]) -> Any:
@@ -136,8 +138,8 @@ offload_join = _define("offload_join(Tensor src, Tensor(a!) host) -> ()", _offlo
 # through ``reload``; a group whose members alias comes back through ``reload_span``, its members
 # views of the one returned buffer.
 reload = _define("reload(Tensor[] members, Device device) -> Tensor[]", _reload, _reload_fake)
-reload_span = _define("reload_span(Tensor[] members, Device device) -> Tensor", _reload_span,
-                      _reload_span_fake)
+reload_span = _define("reload_span(Tensor[] members, Device device, int length) -> Tensor",
+                      _reload_span, _reload_span_fake)
 reload_join = _define("reload_join(Tensor(a!)[] members) -> ()", _reload_join)
 # Writes nothing: it declares ``buffer`` and ``dead`` written so that Inductor runs it after
 # every read of ``dead`` and before the next write of ``buffer`` (``passes/fence.py``: a

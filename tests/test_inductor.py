@@ -269,6 +269,40 @@ def test_members_of_one_reloaded_group_alias_in_inductors_code(caplog):
     assert "reload_join" in bw[span.end():], bw
 
 
+class _SplitHeads(nn.Module):
+    """nanoGPT's ``q, k, v = c_attn(x).split(n_embd, dim=2)``: the three saved views start at
+    offsets 0, 16 and 32 of one storage."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(16, 48)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).split(16, -1)
+        return (q @ k.transpose(-1, -2)).softmax(-1) @ v
+
+
+@pytest.mark.parametrize("partitioner", ["min_cut", "default"])
+def test_an_offloaded_group_of_split_views_reloads_under_inductor(partitioner):
+    """Found by review (session 45): the reloaded span's size was read off the members'
+    storage offsets, which Inductor lays out at 0 for every input of its graph: 352 elements
+    where the span holds 384, and Inductor's size check stopped the first backward. The span's
+    length is fixed when the graph is lowered; gradients are Inductor's own."""
+    torch.manual_seed(0)
+    ours, ref = _SplitHeads(), _SplitHeads()
+    ref.load_state_dict(ours.state_dict())
+    c = torch.compile(ours, backend="fxslots", options={
+        "kernels": "inductor", "offload": "all", "partitioner": partitioner})
+    r = torch.compile(ref)
+    for step in range(2):
+        x = torch.randn(2, 4, 16, generator=torch.Generator().manual_seed(step))
+        c(x).square().sum().backward()
+        r(x).square().sum().backward()
+        for p, q in zip(ours.parameters(), ref.parameters(), strict=True):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-6)
+    assert fxslots.counters["inductor_fallbacks"] == 0 and fxslots.counters["fallbacks"] == 0
+
+
 def test_graph_executor_replays_inductor_code(stand_in_graphs):  # noqa: F811
     """The CUDA-graph executor's bookkeeping with Inductor's code as the captured callable
     (on CPU, with the stand-in graph of test_graph_executor_cpu.py)."""

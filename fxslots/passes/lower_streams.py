@@ -16,6 +16,7 @@ import torch
 import torch.fx as fx
 
 from .. import _torch, ops, streams
+from ..geometry import span_elements
 from ..schemas import SLOT_META
 
 aten = torch.ops.aten
@@ -70,7 +71,8 @@ def _reload(graph: fx.Graph, node: fx.Node) -> None:
     spans = _spans(vals) if len(members) > 1 else None
     with graph.inserting_before(node):
         if spans is not None:
-            gots = [graph.call_function(ops.reload_span, (list(members), device))]
+            gots = [graph.call_function(ops.reload_span, (list(members), device,
+                                                          _length(spans)))]
             views = [graph.call_function(aten.as_strided.default, (gots[0], *g)) for g in spans]
             joins = [gots]
         else:
@@ -114,11 +116,16 @@ def _spans(vals: list[Any]) -> list[tuple[list[int], list[int], int]] | None:
     return [(size, stride, off - lo) for size, stride, off in geo]
 
 
+def _length(spans: list[tuple[list[int], list[int], int]]) -> int:
+    """The elements of the span that holds members of these ``_spans``."""
+    return max(off + int(span_elements(size, stride)) for size, stride, off in spans)
+
+
 def _fake_reloads(gots: list[fx.Node], views: list[fx.Node], vals: list[Any],
                   spans: list[Any] | None, device: Any) -> None:
     with vals[0].fake_mode:
         if spans is not None:
-            span = gots[0].meta["val"] = ops.reload_span(vals, device)
+            span = gots[0].meta["val"] = ops.reload_span(vals, device, _length(spans))
             for view, g in zip(views, spans, strict=True):
                 view.meta["val"] = aten.as_strided.default(span, *g)
             return

@@ -169,6 +169,12 @@ MUTANTS: tuple[Mutant, ...] = (
            "a module's own forwards beyond 'slots' are refused, before anything is written",
            "cpu", ("tests/test_runtime.py::test_slots_count_per_parameter_set",
                    f"{BAD}::test_too_many_forwards_in_flight")),
+    Mutant("reloaded-span-without-offsets", "fxslots/passes/lower_streams.py",
+           "    return max(off + int(span_elements(size, stride)) for size, stride, off in spans)",
+           "    return max(int(span_elements(size, stride)) for size, stride, off in spans)",
+           "a reloaded span holds its members at their offsets (split views under Inductor)",
+           "cpu", ("tests/test_inductor.py::test_an_offloaded_group_of_split_views_reloads_under_"
+                   "inductor",)),
     Mutant("forward-forgets-its-node", VARIANT,
            "slot.node = _torch.saved_tensors_watched(), _torch.calling_node()",
            "slot.node = _torch.saved_tensors_watched(), None",
