@@ -114,6 +114,8 @@ def evaluate(e: Number, env: Mapping[sympy.Symbol, int]) -> int:
 Ranges = Mapping[sympy.Symbol, tuple[int, "int | None"]]
 
 
+_PIN_SEARCH = 512  # how far above its lower bound a size a guard pins is looked for
+
 # Each point and its neighbour inward: one of two sizes survives a guard such as "even".
 _NEIGHBOURED = ("low", "low+1", "mid", "mid+1", "high-1", "high")
 _NEIGHBOURS = {"low+1": ("low", 1), "mid+1": ("mid", 1), "high-1": ("high", -1)}
@@ -178,7 +180,36 @@ def guarded_symbol_values(ranges: Ranges, symbols: Iterable[sympy.Symbol],
             if found == limit:
                 return
     if not found:
-        yield from symbol_values(ranges, syms, limit=limit)
+        pinned = list(_pinned_samples(ranges, syms, guards, limit))
+        yield from pinned or symbol_values(ranges, syms, limit=limit)
+
+
+def _pinned_samples(ranges: Ranges, syms: set[sympy.Symbol], guards: list[sympy.Basic],
+                    limit: int) -> Iterator[dict]:
+    """Samples for guards that pin a size no sample point meets (``Eq(2*(s//2), 8)``, a
+    view that fixed ``s`` at 8 without Dynamo making it a constant): each symbol with guards
+    of its own takes the first two values from its lower bound they allow, the others their
+    usual points; kept where every guard holds."""
+    choices = []
+    for s in sorted(syms, key=str):
+        own = [g for g in guards if g.free_symbols == {s}]
+        lo, hi = ranges.get(s, (_LOWEST_SYMBOL_VALUE, None))
+        if not own:
+            choices.append([(s, v) for v in sorted({_point(lo, hi, p, UNBOUNDED_SYMBOL_VALUE)
+                                                    for p in ("low", "mid", "high")})])
+            continue
+        start = max(lo, _LOWEST_SYMBOL_VALUE)
+        top = start + _PIN_SEARCH if hi is None else min(hi, start + _PIN_SEARCH)
+        allowed = (v for v in range(start, top + 1)
+                   if all(g.xreplace({s: sympy.Integer(v)}) is not sympy.false for g in own))
+        values = list(itertools.islice(allowed, 2))
+        if not values:
+            return
+        choices.append([(s, v) for v in values])
+    for combo in itertools.islice(itertools.product(*choices), limit):
+        env = {k: sympy.Integer(v) for k, v in combo}
+        if all(g.xreplace(env) is not sympy.false for g in guards):
+            yield dict(combo)
 
 
 def upper_bound(e: Number, ranges: Ranges) -> int | None:

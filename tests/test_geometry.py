@@ -74,6 +74,18 @@ def test_guarded_samples_keep_to_the_shapes_dynamo_allows():
         list(g.symbol_values({s0: (2, 8)}, {s0}))
 
 
+def test_guarded_samples_find_a_size_a_guard_pins():
+    """Found by review (session 45, fuzz draw 50029): ``Eq(2*(s0//2), 8)`` with ``s0`` even
+    pins s0 at 8, which none of the usual points (4, 5, 11, 12, ...) meets; the unfiltered
+    samples then made verify refuse a right plan at s0 = 11. The pinned value is searched
+    from the lower bound; other symbols keep their usual points."""
+    pins = [sympy.Eq(2 * sympy.floor(s0 / 2), 8), sympy.Eq(sympy.Mod(s0, 2), 0)]
+    samples = list(g.guarded_symbol_values({s0: (4, None), s1: (2, None)}, {s0, s1},
+                                           pins + [sympy.Ne(s1, 3)]))
+    assert samples and {e[s0] for e in samples} == {8}, samples
+    assert len({e[s1] for e in samples}) > 1
+
+
 def test_row_major_reads_strides_as_expressions():
     assert g.row_major((4, 8), (8, 1)) and not g.row_major((4, 8), (1, 4))
     assert g.row_major((s0, 8), (8, 1)) and g.row_major((s0, s1), (s1, 1))

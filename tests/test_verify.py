@@ -158,3 +158,16 @@ def test_verify_checks_only_shapes_dynamo_allows():
                     ("Z",)),), slots=1, dynamic=True, mutate_input=True, two_outputs=False,
                     options=(("copy_free", False), ("alignment", 16), ("partitioner", "default"),
                              ("recompute", "pointwise")), seed=0))
+
+
+def test_verify_checks_a_size_a_guard_pins():
+    """Fuzz draw 50029 (session 45's review): Dynamo's guards pin one head dimension at 8 (an
+    even size whose half times two is 8) yet leave it a symbol; verify sampled 11 and refused
+    the plan, and the graph ran without slots. Verify samples the pinned size now."""
+    from tests.fuzz_models import Case, check_case
+
+    check_case(Case(ops=("dropout", "view_heads", "inplace_view", "matmul", "float64"),
+                    shapes=((1, 6), (4, 6), (3, 2)), schedules=((("F", 0, 2), ("B", 0), ("Z",)),),
+                    slots=1, dynamic=True, mutate_input=False, two_outputs=False,
+                    options=(("debug", False), ("copy_free", False), ("partitioner", "default")),
+                    seed=46855), device="cpu", exact=True)

@@ -175,6 +175,11 @@ MUTANTS: tuple[Mutant, ...] = (
            "a reloaded span holds its members at their offsets (split views under Inductor)",
            "cpu", ("tests/test_inductor.py::test_an_offloaded_group_of_split_views_reloads_under_"
                    "inductor",)),
+    Mutant("pinned-size-never-sampled", "fxslots/geometry.py",
+           "        values = list(itertools.islice(allowed, 2))", "        values = []",
+           "verify samples a size Dynamo's guards pin without making it a constant", "cpu",
+           ("tests/test_geometry.py::test_guarded_samples_find_a_size_a_guard_pins",
+            "tests/test_verify.py::test_verify_checks_a_size_a_guard_pins")),
     Mutant("forward-forgets-its-node", VARIANT,
            "slot.node = _torch.saved_tensors_watched(), _torch.calling_node()",
            "slot.node = _torch.saved_tensors_watched(), None",
