@@ -644,19 +644,20 @@ def test_reads_at_absolute_storage_offsets_never_land_in_a_slot(request, graphs,
     assert saved_view or any(r.ring.slots for r in fxslots.regions())  # the slots stay
 
 
+@pytest.mark.parametrize("debug", [False, True], ids=["", "debug"])
 @pytest.mark.parametrize("graphs", [True, False], ids=["graphs", "eager"])
-def test_saved_views_a_hook_keeps_are_never_written_again(request, caplog, graphs):
+def test_saved_views_a_hook_keeps_are_never_written_again(request, caplog, graphs, debug):
     """Found by review (session 45): a pack hook that keeps what it packs (activation
     statistics, debugging) held views of the slot after their backward released it, and the
     next forward wrote over them. Such a slot now leaves its arenas to those views (one
     warning) and takes new ones: every kept tensor keeps its value, as eager's do, and the
-    gradients stay bitwise eager's."""
+    gradients stay bitwise eager's. Debug mode does not poison such a slot at release."""
     if graphs:
         request.getfixturevalue("stand_in_graphs")
     torch.manual_seed(0)
     ours, ref = MLP(), MLP()
     ref.load_state_dict(ours.state_dict())
-    f = torch.compile(ours, backend="fxslots", options={"slots": 1})
+    f = torch.compile(ours, backend="fxslots", options={"slots": 1, "debug": debug})
     kept: list[tuple[torch.Tensor, torch.Tensor]] = []  # (what the hook got, its value then)
 
     def pack(t):
@@ -711,3 +712,48 @@ def test_blocks_compiled_one_by_one_take_slots_each(request, graphs):
     with pytest.raises(fxslots.SlotsExhaustedError):
         run_blocks(blocks, torch.randn(4, 16))
     del pending
+
+
+class _StridedRead(torch.nn.Module):
+    """``as_strided`` on a saved activation that sits past the first group of the slot: with
+    an explicit offset (counted from the start of ``h``'s storage) or without one (``h``'s own
+    offset: a read relative to ``h``, fine in a slot)."""
+
+    def __init__(self, offset: bool):
+        super().__init__()
+        self.a0, self.a, self.b = (torch.nn.Linear(16, 16), torch.nn.Linear(16, 32),
+                                   torch.nn.Linear(16, 8))
+        self.offset = offset
+
+    def forward(self, x):
+        h = torch.tanh(self.a(torch.sin(self.a0(x))))
+        c = (h.view(-1)[32:].as_strided((3, 2, 16), (32, 16, 1), 32) if self.offset
+             else h.as_strided((4, 2, 16), (32, 16, 1)))
+        return (self.b(c) * h.sum()).sum(-1)
+
+
+@pytest.mark.parametrize("graphs", [True, False], ids=["graphs", "eager"])
+@pytest.mark.parametrize("offset", [True, False], ids=["offset", "no-offset"])
+def test_as_strided_at_an_offset_of_a_saved_activation(request, graphs, offset):
+    """A review found the explicit offset read other bytes of the arena before session 45
+    (silently wrong gradients); the graph now runs without slots, with the node named. With
+    no offset given the read is relative and the slots stay. Bitwise eager's either way."""
+    if graphs:
+        request.getfixturevalue("stand_in_graphs")
+    torch.manual_seed(0)
+    ours, ref = _StridedRead(offset), _StridedRead(offset)
+    ref.load_state_dict(ours.state_dict())
+    f = torch.compile(ours, backend="fxslots", options={"slots": 1})
+    for step in range(3):
+        x = torch.randn(4, 16, generator=torch.Generator().manual_seed(step))
+        with (pytest.warns(UserWarning, match="without slots.*node as_strided.*absolute")
+              if offset and step == 0 else contextlib.nullcontext()):
+            out = f(x)
+        want = ref(x)
+        assert torch.equal(out, want), step
+        out.square().sum().backward()
+        want.square().sum().backward()
+        for p, q in zip(ours.parameters(), ref.parameters(), strict=True):
+            assert torch.equal(p.grad, q.grad), step
+    assert fxslots.counters["fallbacks"] == int(offset)
+    assert fxslots.counters["uncaptured_graphs"] == 0

@@ -66,6 +66,9 @@ def test_slots_count_per_parameter_set():
     del held
     again = [ring.acquire(256, cpu, "v0", params=p) for p in (1, 2, 3)]
     assert [s.index for s, _, _ in again] == [0, 1, 2] and len(ring.slots) == 3  # no more
+    with pytest.raises(fxslots.FxslotsError, match="one compiled model keeps its slots on one"):
+        ring.acquire(256, torch.device("meta"), "v0", params=4)  # a replica elsewhere: no slot
+    assert len(ring.slots) == 3
 
 
 def test_arena_grows_for_a_bigger_variant_and_respects_the_limit():

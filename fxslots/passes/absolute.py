@@ -61,14 +61,26 @@ def _check(n: fx.Node, read: fx.Node, group: StorageGroup | None, staged: str | 
 def _reads(gm: fx.GraphModule) -> Iterator[tuple[fx.Node, fx.Node, Any]]:
     for n in gm.graph.nodes:
         if (n.op == "call_function" and isinstance(n.target, _torch.OpOverload)
-                and _takes_storage_offset(n.target) and n.args
+                and _given_offset(n) is not None and n.args
                 and isinstance(n.args[0], fx.Node) and (v := _val(n.args[0])) is not None):
             yield n, n.args[0], _torch.storage_key(v)
 
 
+def _given_offset(n: fx.Node) -> Any:
+    """The storage offset ``n`` passes, or None: none given keeps the input's own (a read
+    relative to the input), and ``as_strided_scatter`` counts it in a clone of its input."""
+    at = _offset_position(n.target)
+    if at is None:
+        return None
+    return n.args[at] if len(n.args) > at else n.kwargs.get("storage_offset")
+
+
 @functools.cache
-def _takes_storage_offset(op: Any) -> bool:
-    return any(a.name == "storage_offset" for a in _torch.op_schema(op).arguments)
+def _offset_position(op: Any) -> int | None:
+    if op.overloadpacket is torch.ops.aten.as_strided_scatter:
+        return None
+    names = [a.name for a in _torch.op_schema(op).arguments]
+    return names.index("storage_offset") if "storage_offset" in names else None
 
 
 def _placeholders(gm: fx.GraphModule) -> list[fx.Node]:

@@ -63,14 +63,14 @@ class SlotRing:
         with self._lock:
             if not self.slots:
                 self.slots = [Slot(i, device) for i in range(self.options.slots)]
+            if (slot := self.slots[0]).device != device:  # before a slot is taken or added
+                raise FxslotsError(
+                    f"fxslots: {self.name} ran on {device} after {slot.device}; one compiled "
+                    f"model keeps its slots on one device (compile one model per device)")
             evictions = self.evictions
             slot = self._free_slot(variant, nbytes, host_nbytes, params, device)
             slot.lent, slot.lent_spans = None, ()  # not lent out (or evicted): nothing to spare
             state.release_unviewed()
-            if slot.device != device:
-                raise FxslotsError(
-                    f"fxslots: {self.name} ran on {device} after {slot.device}; one compiled "
-                    f"model keeps its slots on one device (compile one model per device)")
             if slot.nbytes < nbytes:
                 self._grow(slot, nbytes, variant, evicted=self.evictions != evictions)
             if slot.host_nbytes < host_nbytes:
@@ -221,7 +221,7 @@ class SlotRing:
 
     def release(self, slot: Slot) -> None:
         with self._lock:
-            if self.options.debug:
+            if self.options.debug and not slot.watched:  # a hook may keep views: they stay
                 poison(slot)
             slot.kept = (slot.owner, slot.host_owner) if slot.watched else None
             slot.owner = slot.host_owner = None
