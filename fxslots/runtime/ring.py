@@ -130,8 +130,10 @@ class SlotRing:
         """A new slot where the pending ones belong to other parameter sets, fewer than
         ``slots`` to this one: a graph compiled once serves every module of its class (Dynamo
         reuses it: ``torch.compile`` per transformer block), and each module's forwards count
-        against ``slots`` as its own microbatches."""
-        if sum(s.params == params for s in self.slots if s.pending()) >= self.options.slots:
+        against ``slots`` as its own microbatches. Not in an arena group: there ``slots`` is
+        the plan's count for every chunk of a pipeline rank together."""
+        if (self.options.arena_group is not None or sum(
+                s.params == params for s in self.slots if s.pending()) >= self.options.slots):
             return None
         self.slots.append(Slot(len(self.slots), device))
         sets = len({s.params for s in self.slots if s.pending()} | {params})
