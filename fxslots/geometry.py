@@ -150,13 +150,27 @@ def symbol_values(ranges: Ranges, symbols: Iterable[sympy.Symbol] | None = None,
     syms = sorted(ranges if symbols is None else symbols, key=str)
     choices = []
     for s in syms:
-        lo, hi = ranges.get(s, (_LOWEST_SYMBOL_VALUE, None))
-        values = {_point(lo, hi, p, unbounded) for p in points}
-        if None in values:
+        values = _values_of(ranges, s, points, unbounded)
+        if values is None:
             return
-        choices.append([(s, v) for v in sorted(values)])
+        choices.append([(s, v) for v in values])
     for combo in itertools.islice(itertools.product(*choices), limit):
         yield dict(combo)
+
+
+def _values_of(ranges: Ranges, s: sympy.Symbol, points: Sequence[str],
+               unbounded: int | None) -> list[int] | None:
+    """``s``'s values at ``points`` of its range, or None where one has no value."""
+    lo, hi = ranges.get(s, (_LOWEST_SYMBOL_VALUE, None))
+    values = {_point(lo, hi, p, unbounded) for p in points}
+    return None if None in values else sorted(values)
+
+
+def _holds(guards: Iterable[sympy.Basic], env: Mapping[sympy.Symbol, int]) -> bool:
+    """Whether ``guards`` allow the sizes ``env``. Only a guard that evaluates to false rules
+    them out: one sympy cannot decide (an opaque function of the sizes) does not."""
+    values = {k: sympy.Integer(v) for k, v in env.items()}
+    return all(g.xreplace(values) is not sympy.false for g in guards)
 
 
 def guarded_symbol_values(ranges: Ranges, symbols: Iterable[sympy.Symbol],
@@ -171,10 +185,7 @@ def guarded_symbol_values(ranges: Ranges, symbols: Iterable[sympy.Symbol],
         return
     found = 0
     for env in symbol_values(ranges, syms, limit=limit * 8, points=_NEIGHBOURED):
-        values = {k: sympy.Integer(v) for k, v in env.items()}
-        # Only a guard that evaluates to false rules a sample out: one sympy cannot decide
-        # (an opaque function of the sizes) does not.
-        if all(g.xreplace(values) is not sympy.false for g in guards):
+        if _holds(guards, env):
             found += 1
             yield env
             if found == limit:
@@ -193,22 +204,20 @@ def _pinned_samples(ranges: Ranges, syms: set[sympy.Symbol], guards: list[sympy.
     choices = []
     for s in sorted(syms, key=str):
         own = [g for g in guards if g.free_symbols == {s}]
-        lo, hi = ranges.get(s, (_LOWEST_SYMBOL_VALUE, None))
         if not own:
-            choices.append([(s, v) for v in sorted({_point(lo, hi, p, UNBOUNDED_SYMBOL_VALUE)
-                                                    for p in ("low", "mid", "high")})])
+            choices.append([(s, v) for v in _values_of(ranges, s, ("low", "mid", "high"),
+                                                       UNBOUNDED_SYMBOL_VALUE)])
             continue
+        lo, hi = ranges.get(s, (_LOWEST_SYMBOL_VALUE, None))
         start = max(lo, _LOWEST_SYMBOL_VALUE)
         top = start + _PIN_SEARCH if hi is None else min(hi, start + _PIN_SEARCH)
-        allowed = (v for v in range(start, top + 1)
-                   if all(g.xreplace({s: sympy.Integer(v)}) is not sympy.false for g in own))
+        allowed = (v for v in range(start, top + 1) if _holds(own, {s: v}))
         values = list(itertools.islice(allowed, 2))
         if not values:
             return
         choices.append([(s, v) for v in values])
     for combo in itertools.islice(itertools.product(*choices), limit):
-        env = {k: sympy.Integer(v) for k, v in combo}
-        if all(g.xreplace(env) is not sympy.false for g in guards):
+        if _holds(guards, dict(combo)):
             yield dict(combo)
 
 

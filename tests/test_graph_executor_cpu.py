@@ -337,10 +337,7 @@ def test_compiled_autograd_after_prepare(stand_in_graphs, where):
 
 
 def _train_under_compiled_autograd(where: str, slots: int, prepared: bool) -> None:
-    torch.manual_seed(0)
-    ours, ref = MLP(), MLP()
-    ref.load_state_dict(ours.state_dict())
-    f = torch.compile(ours, backend="fxslots", options={"slots": slots})
+    ours, ref, f, _ = compiled_twins(MLP, {"slots": slots})
     if prepared:
         fxslots.prepare(f, [torch.randn(4, 16)])
 
@@ -621,10 +618,7 @@ def test_reads_at_absolute_storage_offsets_never_land_in_a_slot(request, graphs,
     the node. Outputs, the mutated caller's tensor and gradients are bitwise eager's."""
     if graphs:
         request.getfixturevalue("stand_in_graphs")
-    torch.manual_seed(0)
-    ours, ref = _AliasedInputs(saved_view), _AliasedInputs(saved_view)
-    ref.load_state_dict(ours.state_dict())
-    f = torch.compile(ours, backend="fxslots", options={"slots": 1})
+    ours, ref, f, _ = compiled_twins(lambda: _AliasedInputs(saved_view), {"slots": 1})
     expected = ("without slots.*as_strided.*absolute storage offsets" if saved_view else
                 "without CUDA graphs.*as_strided.*absolute storage offsets")
     for step in range(3):
@@ -654,10 +648,7 @@ def test_saved_views_a_hook_keeps_are_never_written_again(request, caplog, graph
     gradients stay bitwise eager's. Debug mode does not poison such a slot at release."""
     if graphs:
         request.getfixturevalue("stand_in_graphs")
-    torch.manual_seed(0)
-    ours, ref = MLP(), MLP()
-    ref.load_state_dict(ours.state_dict())
-    f = torch.compile(ours, backend="fxslots", options={"slots": 1, "debug": debug})
+    ours, ref, f, _ = compiled_twins(MLP, {"slots": 1, "debug": debug})
     kept: list[tuple[torch.Tensor, torch.Tensor]] = []  # (what the hook got, its value then)
 
     def pack(t):
@@ -740,10 +731,7 @@ def test_as_strided_at_an_offset_of_a_saved_activation(request, graphs, offset):
     no offset given the read is relative and the slots stay. Bitwise eager's either way."""
     if graphs:
         request.getfixturevalue("stand_in_graphs")
-    torch.manual_seed(0)
-    ours, ref = _StridedRead(offset), _StridedRead(offset)
-    ref.load_state_dict(ours.state_dict())
-    f = torch.compile(ours, backend="fxslots", options={"slots": 1})
+    ours, ref, f, _ = compiled_twins(lambda: _StridedRead(offset), {"slots": 1})
     for step in range(3):
         x = torch.randn(4, 16, generator=torch.Generator().manual_seed(step))
         with (pytest.warns(UserWarning, match="without slots.*node as_strided.*absolute")

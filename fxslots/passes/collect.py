@@ -21,8 +21,8 @@ from ..geometry import same_value
 from ..out_variants import OWN_KERNELS
 from ..routes import copy_source, find_route
 from ..seeds import host_read_seed
-from .absolute import unstageable_reads
 from ..schemas import RNG_STATE, Root, SavedSet, SavedTensor, Source, StorageGroup, expr
+from .absolute import unstageable_reads
 
 
 def collect_saved(

@@ -96,7 +96,7 @@ class SlotRing:
                    device: torch.device) -> Slot:
         for s in self.slots:  # a pack hook kept saved views past their backward: theirs now
             if s.kept is not None and not s.pending():
-                if any(o is not None and not o.expired() for o in s.kept):
+                if s.kept_viewed():
                     self._disown(s, s.kept, "a saved-tensor hook kept them after the backward")
                 s.kept = None
         free = [s for s in self.slots if not s.pending() and not s.lent_out()]

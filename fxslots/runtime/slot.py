@@ -58,6 +58,11 @@ class Slot:
         backward it traces), and nothing will read them as this slot's."""
         return self.pending() and self.node is not None and _torch.saved_released(self.node)
 
+    def kept_viewed(self) -> bool:
+        """Whether views of the aliases of its last released forward live on: a saved-tensor
+        hook kept what it packed past the backward (``kept``), and nothing may write them."""
+        return self.kept is not None and any(o is not None and not o.expired() for o in self.kept)
+
     def lent_out(self) -> bool:
         """Whether gradients someone still uses live in its arena: no forward may write it."""
         return self.lent is not None and not self.lent.expired()
