@@ -4,6 +4,7 @@ counted; raised only with strict=True), with gradients still right."""
 
 from __future__ import annotations
 
+import copy
 import warnings
 
 import pytest
@@ -121,6 +122,38 @@ def _falls_back_like_aot_eager(*expected: str, **options) -> None:
     assert all(e in msg for e in expected), msg
     assert fxslots.counters["fallbacks"] == 1
     assert_same(ours, run(m, "aot_eager", inputs, schedule_ffbb(2)), exact=True)
+
+
+class Modulus(nn.Module):
+    """|y|^2 as y * y.conj(): autograd saves y and its lazy conjugate, a view of y's bytes."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.w = nn.Parameter(torch.randn(4, 4, dtype=torch.complex64) * 0.3)
+
+    def forward(self, x):
+        y = (x @ self.w).repeat(1, 2)
+        return torch.view_as_real(y * y.conj()).sum(-1)
+
+
+@pytest.mark.parametrize("options", [{}, {"copy_free": False}, {"offload": "all"}],
+                         ids=["default", "copied", "offloaded"])
+def test_a_saved_lazy_conjugate_falls_back(options):
+    """A slot view carries dtype, offset, shape and stride, not the conjugate bit: the
+    backward read y where it saved conj(y) (gradients off by up to 25, no warning). Such a
+    graph now runs without slots, with a warning naming the node, bitwise as eager."""
+    m = Modulus()
+    ref = copy.deepcopy(m)
+    c = torch.compile(m, backend="fxslots", options=options)
+    x = torch.randn(2, 4, dtype=torch.complex64)
+    a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+    with pytest.warns(UserWarning, match="lazy conjugate view is saved for backward"):
+        out = c(a)
+    weights = torch.arange(out.numel()).view(out.shape)
+    (out * weights).sum().backward()
+    (ref(b) * weights).sum().backward()
+    assert torch.equal(m.w.grad, ref.w.grad) and torch.equal(a.grad, b.grad)
 
 
 def test_a_failing_pass_falls_back_with_a_warning_naming_graph_node_and_cause(monkeypatch):

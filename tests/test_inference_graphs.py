@@ -87,6 +87,55 @@ def test_a_moved_parameter_is_captured_again(stand_in_graphs):
     assert fxslots.counters["uncaptured_graphs"] == 1
 
 
+class _Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(16, 16)
+
+    def forward(self, x):
+        return torch.tanh(self.lin(x))
+
+
+def test_blocks_compiled_one_by_one_capture_an_inference_graph_each(stand_in_graphs):
+    """Found by review (session 46): blocks compiled one by one run one inference graph, keyed
+    by input shape alone, so each block found the last one's parameters "moved" and captured
+    again; after three, that shape ran uncaptured for good, with a warning blaming moving
+    parameters. A module (its first static input, by identity) is now part of the key: one
+    capture per block, outputs bitwise eager's, and a dead block's graph goes with it."""
+    fxslots.reset()
+    torch.manual_seed(0)
+    blocks = nn.ModuleList(_Block() for _ in range(4))
+    ref = copy.deepcopy(blocks)
+    for b in blocks:
+        b.compile(backend="fxslots", options=CAPTURE)
+    with torch.no_grad():
+        for _ in range(3):
+            x = torch.randn(4, 16)
+            h, want = x, x
+            for b, r in zip(blocks, ref, strict=True):
+                h, want = b(h), r(want)
+            assert torch.equal(h, want)
+    assert fxslots.counters["inference_captures"] == len(blocks)
+    assert fxslots.counters["uncaptured_graphs"] == 0
+
+
+
+def test_an_inference_graph_goes_with_the_module_it_was_captured_for():
+    """Its key names the module by the identity of its first static input, which a later
+    tensor may reuse: the graph (and its counts) go when that input dies."""
+    graphs = inference.InferenceGraphs.__new__(inference.InferenceGraphs)
+    graphs.graphs, graphs.warm, graphs.uncaptured = {}, {}, set()
+    graphs.captured, graphs._anchors, graphs.static = inference.Counter(), (0, 0), {0}
+    weight = nn.Parameter(torch.randn(4))
+    key = graphs._key([weight, torch.randn(2)])
+    graphs._forget_with([weight], key)
+    graphs.graphs[key], graphs.warm[key], graphs.captured[key] = object(), 0, 1
+    other = graphs._key([nn.Parameter(torch.randn(4)), torch.randn(2)])
+    assert other != key
+    del weight
+    assert key not in graphs.graphs and key not in graphs.captured and key not in graphs.warm
+
+
 def test_training_graphs_keep_their_slots_beside_captured_inference(stand_in_graphs):
     """A training forward holds the only slot while evaluations replay: its backward's
     gradients stay aot_eager's."""

@@ -180,3 +180,35 @@ def test_a_float_of_the_shapes_is_recomputed_not_saved():
         assert not [t.name for t in saved.tensors if len(t.shape) == 0], str(report)
     ours = train(model, make, "fxslots", 2, False)
     assert_equal(ours, train(model, make, "aot_eager", 2, False), exact=True)
+
+
+class ConvBatchNorm(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(4)
+
+    def forward(self, x):
+        return self.bn(self.conv(x))
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_an_unsaved_output_keeps_its_layout_at_symbolic_sizes(dynamic):
+    """Batch norm saves its statistics, not its output, so its out= call gets scratch for the
+    output: at symbolic sizes an empty tensor the kernel resizes contiguously, which CPU batch
+    norm filled in its channels_last input's order (outputs off by up to 5.7, gradients
+    wrong, no warning). Such a call now runs as it is, its statistics copied: bitwise
+    aot_eager's, strides included, at every width (``dynamic=None``: the second is symbolic)."""
+    from tests.helpers import compiled_twins
+
+    ours, ref, f, g = compiled_twins(ConvBatchNorm, None, dynamic)
+    for step, width in enumerate([6, 8, 6]):
+        x = torch.randn(2, 3, 5, width).to(memory_format=torch.channels_last)
+        a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+        outs = [f(a), g(b)]
+        for o in outs:
+            (o.sin() * torch.arange(o.numel()).view(o.shape)).sum().backward()
+        assert outs[0].stride() == outs[1].stride(), step
+        assert torch.equal(outs[0], outs[1]) and torch.equal(a.grad, b.grad), step
+        for p, q in zip(ours.parameters(), ref.parameters(), strict=True):
+            assert torch.equal(p.grad, q.grad), step

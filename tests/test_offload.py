@@ -16,7 +16,7 @@ from examples.llama import SIZES, Llama, batch
 from examples.models import MLP
 from fxslots import streams
 from fxslots.schemas import Write
-from tests.helpers import with_caps
+from tests.helpers import compiled_twins, with_caps
 
 
 def _train(model, make, options, steps=2, slots=2):
@@ -351,6 +351,21 @@ def test_offloaded_groups_leave_the_device_arena():
     every = _plan(Llama(cfg), args, offload="all")
     assert int(every.plan.host_capacity) > 0
     assert int(every.plan.capacity) < int(none.plan.capacity)
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_an_empty_batch_offloads_nothing_and_trains(dynamic):
+    """A batch of zero rows (an empty shape bucket) plans a host arena of 0 bytes: its host
+    views still view one (it raised a TypeError from ``set_(None)`` before)."""
+    ours, ref, f, g = compiled_twins(MLP, {"offload": "all"}, dynamic)
+    for rows in (4, 0, 3, 0):
+        x = torch.randn(rows, 16)
+        a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+        f(a).sum().backward()
+        g(b).sum().backward()
+        assert torch.equal(a.grad, b.grad), rows
+        for p, q in zip(ours.parameters(), ref.parameters(), strict=True):
+            assert torch.equal(p.grad, q.grad), rows
 
 
 @pytest.mark.parametrize("bad", ["some", "auto:0", "auto:1.5", "auto:", "auto:half", "all:1"])

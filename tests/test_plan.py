@@ -150,9 +150,9 @@ def test_self_overlapping_tensor_is_refused_with_a_reason():
     ((4, 3), (2, 1), (False, True)),
 ], ids=["strided-slice", "contiguous", "transposed", "unfold", "overlapping-rows"])
 def test_layout_judges_disjointness_by_span(shape, stride, expected):
-    from fxslots.passes.collect import _layout
+    from fxslots.passes.layouts import dense_overlapping
 
-    assert _layout(torch.empty_strided(shape, stride)) == expected
+    assert dense_overlapping(torch.empty_strided(shape, stride)) == expected
 
 
 def test_plan_invariants_are_checked():

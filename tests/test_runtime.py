@@ -51,6 +51,21 @@ def test_ring_hands_out_free_slots_and_refuses_before_writing():
     assert ring.pending() == 0
 
 
+def test_a_graph_without_parameters_counts_its_modules_as_one():
+    """Found by review (session 46): a parameter-less module compiled on its own in each
+    block runs one graph with no parameter set to tell the blocks apart; the refusal says so
+    and what to do."""
+    ring = SlotRing("r", Options(slots=1))
+    held = ring.acquire(256, torch.device("cpu"), "v0")
+    with pytest.raises(fxslots.SlotsExhaustedError, match="compile the block that holds it"):
+        ring.acquire(256, torch.device("cpu"), "v0")
+    other = ring.acquire(256, torch.device("cpu"), "v0", params=7)  # a set of its own
+    with pytest.raises(fxslots.SlotsExhaustedError) as info:
+        ring.acquire(256, torch.device("cpu"), "v0", params=7)
+    assert "without parameters" not in str(info.value)
+    del held, other
+
+
 def test_slots_count_per_parameter_set():
     """One compiled graph serves every module of its class (``torch.compile`` per block):
     ``slots`` holds for each module's forwards. Another module's forward gets a new slot when

@@ -23,6 +23,7 @@ from ..routes import copy_source, find_route
 from ..seeds import host_read_seed
 from ..schemas import RNG_STATE, Root, SavedSet, SavedTensor, Source, StorageGroup, expr
 from .absolute import unstageable_reads
+from .layouts import dense_overlapping, lazy_bit, unbuilt_scratch
 
 
 def collect_saved(
@@ -43,7 +44,8 @@ def collect_saved(
             passthrough.append((node.name, RNG_STATE if _tensor_val(node) is not None
                                 else "not a tensor"))
         else:
-            if (why := host_read_seed(node)) is not None:
+            why = host_read_seed(node) or lazy_bit(node, _tensor_val(node))
+            if why is not None:
                 raise PassError(node.name, why)
             tensors.append((out_i, node, bw_i))
     keys: dict[Any, int] = {}
@@ -218,7 +220,7 @@ def _placeholder_sources(fw: fx.GraphModule, static_idx: Sequence[int]) -> dict[
 def _saved_tensor(n: fx.Node, group: int, output_index: int = -1,
                   backward_index: int = -1) -> SavedTensor:
     v = _tensor_val(n)
-    dense, overlapping = _layout(v)
+    dense, overlapping = dense_overlapping(v)
     return SavedTensor(
         name=n.name, shape=tuple(expr(s) for s in v.shape),
         stride=tuple(expr(s) for s in v.stride()), storage_offset=expr(v.storage_offset()),
@@ -227,36 +229,11 @@ def _saved_tensor(n: fx.Node, group: int, output_index: int = -1,
     )
 
 
-_hint = _torch.size_hint
-
-
-def _layout(v: torch.Tensor) -> tuple[bool, bool]:
-    """(dense, overlapping) judged on the shape hints: dense means one copy fills the span;
-    overlapping means two indices reach one element through nonzero strides."""
-    dims = sorted((_hint(st), _hint(s)) for s, st in zip(v.shape, v.stride(), strict=True)
-                  if _hint(s) != 1)
-    if any(s == 0 for _, s in dims):
-        return True, False
-    expanded = any(st == 0 for st, _ in dims)
-    reach = 1  # one past the largest offset the dims so far reach
-    overlapping = False
-    dense = not expanded
-    for st, s in (d for d in dims if d[0] != 0):
-        if st < reach:  # sufficient for disjointness, not necessary: doubt falls back
-            overlapping = True
-        if st != reach:
-            dense = False
-        # The span, not stride x size: h[:, ::2] of a (4, 3, 8) tensor is shape (4, 2, 8),
-        # strides (24, 16, 1), and its rows end at 16 + 8 = 24, where the next one starts.
-        reach += st * (s - 1)
-    return dense and not overlapping, overlapping
-
-
 def _root(producer: fx.Node, ranges) -> Root | None:
     """The producer as a group root when its value densely covers its whole storage, with
     the route that writes it into given memory (or why there is none)."""
     v = _tensor_val(producer)
-    dense, _ = _layout(v)
+    dense, _ = dense_overlapping(v)
     storage = expr(v.untyped_storage().nbytes())
     if not dense or expr(v.storage_offset()) != 0 or not same_value(
             storage, expr(v.numel()) * v.element_size(), ranges):
@@ -269,6 +246,9 @@ def _root(producer: fx.Node, ranges) -> Root | None:
     src_val = _tensor_val(op.args[src]) if src is not None and len(op.args) > src else None
     route = find_route(op.target, v.device.type, None if src_val is None else src_val.device.type,
                        op.args, op.kwargs)
+    if (op is not producer and route.op is not None
+            and (why := unbuilt_scratch(op, output, ranges)) is not None):
+        route = dataclasses.replace(route, op=None, why=why, remedy=None)
     return Root(
         name=producer.name, shape=tuple(expr(s) for s in v.shape),
         stride=tuple(expr(s) for s in v.stride()), dtype=v.dtype,

@@ -39,7 +39,7 @@ from ..routes import COPY, find_route, out_arguments, out_kwargs, resolve, updat
 from ..schemas import SLOT_META, expr
 from ..sizes import rows_dense
 from .accumulate import twin_with_buffers
-from .collect import _layout  # (dense, overlapping): dense is one span the buffer holds exactly
+from .layouts import dense_overlapping as _layout  # (dense, overlapping): dense is one span the buffer holds exactly
 
 aten = torch.ops.aten
 

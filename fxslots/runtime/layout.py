@@ -89,11 +89,13 @@ def layout_of(plan: ArenaPlan, env: dict[sympy.Symbol, int]) -> ViewLayout:
                       tuple(evaluate(x, env) for x in v.shape),
                       tuple(evaluate(x, env) for x in v.stride)) for v in views)
 
-    n_dev = len(plan.views) - plan.host_view_count
+    n_host = plan.host_view_count
+    n_dev = len(plan.views) - n_host
     staging = geometry(plan.staging)
     return ViewLayout(key=tuple(sorted((str(k), v) for k, v in env.items())),
                       nbytes=max(evaluate(plan.capacity, env), 1),
-                      host_nbytes=evaluate(plan.host_capacity, env),
+                      # a zero-size batch's host views still need an arena to view
+                      host_nbytes=max(evaluate(plan.host_capacity, env), min(n_host, 1)),
                       views=geometry(plan.views[:n_dev]), staging=staging,
                       host_views=geometry(plan.views[n_dev:]),
                       groups=tuple((evaluate(p.offset, env), evaluate(p.nbytes, env), p.group)

@@ -123,7 +123,10 @@ class SlotRing:
                 f"raise the option 'slots' (now {self.options.slots}) to the number of "
                 f"microbatches your schedule keeps in flight. A forward holds its slot while "
                 f"anything of its autograd graph lives: an output kept without a backward (an "
-                f"evaluation step outside torch.no_grad()), a result of create_graph=True")
+                f"evaluation step outside torch.no_grad()), a result of create_graph=True"
+                + ("" if params else ". A graph without parameters counts every module that "
+                   "runs it as one (a parameter-less module compiled on its own in each block): "
+                   "compile the block that holds it instead"))
         return free[0] if len(free) == 1 else best_fit(free, nbytes, host_nbytes)
 
     def _add(self, params: int, device: torch.device) -> Slot | None:

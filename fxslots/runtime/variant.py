@@ -85,7 +85,9 @@ class Variant:
     binder: SymbolBinder
     forward_graph: Callable[..., Any]
     executor: Executor | None = None  # set right after: an executor is made for its variant
-    anchor_index: int | None = None  # a parameter among the forward's arguments
+    # The first and the last parameter among the forward's arguments: a parameter set's name
+    # (Slot.params). A parameter two modules share is seldom both (a shared norm used first).
+    anchors: tuple[int, ...] = ()
     # The forward's first outputs, which the caller receives (user outputs, mutated inputs'
     # new values): with CUDA graphs they may be written in the slot, and are copied out.
     user_outputs: int = 0
@@ -146,13 +148,14 @@ class Variant:
         return lay
 
     def forward(self, args: list[Any]) -> Any:
-        if self.anchor_index is not None:
-            self.region.anchor(args[self.anchor_index])
+        if self.anchors:
+            self.region.anchor(args[self.anchors[0]])
         if not self.plan.views and not self.plan.staging:  # nothing to save, nothing to stage
             return self.executor.forward(self, None, args, None, (None, None))
         lay = self.layout(args)
         self.region.note_forward()
-        params = args[self.anchor_index].data_ptr() if self.anchor_index is not None else 0
+        params = (hash((args[self.anchors[0]].data_ptr(), args[self.anchors[1]].data_ptr()))
+                  if self.anchors else 0)
         slot, alias, host_alias = self.ring.acquire(lay.nbytes, self.device, self.name,
                                                     lay.host_nbytes, params)
         slot.layout, slot.saved_outs = lay, None
@@ -160,8 +163,7 @@ class Variant:
         if self.accumulate is not None:  # weakly: a dropped microbatch must not keep a model
             self._params[slot.index] = tuple(weakref.ref(args[i]) for i in self.accumulate.indices)
             self._note_node(slot.node, id(args[self.accumulate.indices[0]]))
-            if not self._noted(args):
-                self._note_accumulator(args)
+            self.region.note_parameters(args, self.accumulate.indices)
         try:
             out = self.executor.forward(self, slot, args, lay, (alias, host_alias))
             del alias, host_alias
@@ -204,38 +206,13 @@ class Variant:
         contributions to a .grad before it adds them; in-graph adds of two backwards would
         round differently. Every backward of the pass sees the same nodes (one that already
         ran still counts), so all of them decide alike."""
-        if self.region.nodes_unknown:
+        if self.region.nodes_unknown or self.region.sets_share:
             return False
         me, mine = _torch.current_node(), self._params.get(slot.index, ())
         key = id(mine[0]()) if mine else None
         return not any(params == key and node is not me
                        and _torch.runs_in_this_backward(node)
                        for node, params in list(self.region.forward_nodes.items()))
-
-    def _noted(self, args: list[Any]) -> bool:
-        """Whether ``state.accumulators`` holds this region for these parameters (read off
-        the first: a forward runs with its whole set). One compiled graph serves every module
-        of a class (Dynamo passes parameters as inputs), a pipeline rank's chunks, a new model
-        after an old one died: each parameter set is noted at its own first forward."""
-        if not self.accumulate.indices:
-            return True
-        first = args[self.accumulate.indices[0]]
-        ref, regions = state.accumulators.get(id(first), (None, ()))
-        return ref is not None and ref() is first and id(self.region) in regions
-
-    def _note_accumulator(self, args: list[Any]) -> None:
-        """Record that this region's backward may add into these parameters' ``.grad`` (at
-        the first forward of each parameter set: every region's first forward comes before a
-        step's backwards)."""
-        for i in self.accumulate.indices:
-            p = args[i]
-            ref, regions = state.accumulators.get(id(p), (None, None))
-            if ref is None or ref() is not p:  # new, or an id reused after a parameter died
-                ref, regions = state.accumulator_ref(p), set()
-                state.accumulators[id(p)] = (ref, regions)
-            regions.add(id(self.region))
-            if len(regions) == 2:
-                state.accumulators_shared += 1
 
     def _feeds_a_shared_parameter(self, refs: tuple) -> bool:
         """Whether another region also adds into one of these parameters: autograd sums both

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import warnings
+import weakref
 from collections import Counter
 from typing import Any, Callable, Sequence
 
@@ -105,6 +106,11 @@ class InferenceGraphs:
         self.captured: Counter = Counter()  # captures per key
         self.uncaptured: set[tuple] = set()
         self._mutated = _mutated_inputs(gm)
+        tensors = [i for i, p in enumerate(gm.graph.find_nodes(op="placeholder"))
+                   if i in self.static and isinstance(p.meta.get("val"), torch.Tensor)]
+        # The first and last parameter (or buffer) name a module: one graph serves every
+        # block compiled on its own, each with its own capture (as training's ring keys do)
+        self._anchors = (tensors[0], tensors[-1]) if tensors else ()
         state.inference.add(self)
 
     def __call__(self, args: list[Any]) -> Any:
@@ -122,8 +128,24 @@ class InferenceGraphs:
         self.graphs = {}
 
     def _key(self, args: list[Any]) -> tuple:
-        return tuple((a.dtype, tuple(a.shape), a.stride()) if isinstance(a, torch.Tensor)
-                     else a for i, a in enumerate(args) if i not in self.static)
+        """The input shapes and the module: its anchors by identity, which a parameter moved
+        in place (``.data =``, a regathered shard) keeps, so that one recaptures (bounded)."""
+        return (*(id(args[i]) for i in self._anchors),
+                *((a.dtype, tuple(a.shape), a.stride()) if isinstance(a, torch.Tensor)
+                  else a for i, a in enumerate(args) if i not in self.static))
+
+    def _forget_with(self, args: list[Any], key: tuple) -> None:
+        """Drop ``key``'s graph when its module's anchor dies: a later one may reuse its id."""
+        me = weakref.ref(self)
+
+        def drop() -> None:
+            if (graphs := me()) is not None:
+                graphs.graphs.pop(key, None)
+                graphs.captured.pop(key, None)
+                graphs.warm.pop(key, None)
+                graphs.uncaptured.discard(key)
+        if self._anchors and key not in self.captured:
+            weakref.finalize(args[self._anchors[0]], drop)
 
     def _cold(self, key: tuple) -> bool:
         """Whether ``key`` runs uncaptured first: never run, or Inductor's code compiled more
@@ -157,6 +179,7 @@ class InferenceGraphs:
             state.counters["capture_failures"] += 1
             self._failed(key, failed)
             return None
+        self._forget_with(args, key)
         self.captured[key] += 1
         state.counters["inference_captures"] += 1
         log.info("inference graph: captured (%d inference captures in all)",
