@@ -465,8 +465,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "whatever .data = did to their address between them", "cpu",
            ("tests/test_accumulate.py::"
             "test_two_backwards_of_one_pass_leave_accumulation_to_autograd",)),
-    Mutant("parameters-noted-once-per-variant", VARIANT,
-           "        return ref is not None and ref() is first and id(self.region) in regions",
+    Mutant("parameters-noted-once-per-variant", REGION,
+           "        return ref is not None and ref() is p and id(self) in regions",
            "        return ref is not None",
            "a variant notes each parameter set it runs with, not only its first", "cpu",
            ("tests/test_accumulate.py::"
@@ -1374,8 +1374,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "forward)", "cpu",
            ("tests/test_attention.py::test_a_zeroed_seed_compiles_under_inductor",)),
     Mutant("host-seed-slotted", "fxslots/passes/collect.py",
-           "            if (why := host_read_seed(node)) is not None:",
-           "            if False:",
+           "            why = host_read_seed(node) or lazy_bit(node, _tensor_val(node))",
+           "            why = lazy_bit(node, _tensor_val(node))",
            "efficient attention with dropout runs without slots: its backward reads the seed on "
            "the host outside a CUDA graph and from the device inside one", "cpu",
            ("tests/test_attention.py::test_efficient_attention_with_dropout_runs_without_slots",)),
@@ -1632,4 +1632,45 @@ MUTANTS: tuple[Mutant, ...] = (
            "cpu",
            ("tests/test_offload.py::"
             "test_under_inductor_a_fused_chain_costs_one_pass_and_one_floor",)),
+    Mutant("lazy-conjugate-slotted", "fxslots/passes/collect.py",
+           "            why = host_read_seed(node) or lazy_bit(node, _tensor_val(node))",
+           "            why = host_read_seed(node)",
+           "a saved lazy conjugate (or negative) view falls back: a slot view drops the bit",
+           "cpu",
+           ("tests/test_fallback.py::test_a_saved_lazy_conjugate_falls_back",)),
+    Mutant("scratch-resized-whatever-its-layout", "fxslots/passes/layouts.py",
+           "        if not _contiguous(v, ranges):", "        if False:",
+           "an output nobody saves, of symbolic size and not contiguous, is not given scratch "
+           "the out= kernel resizes contiguously", "cpu",
+           ("tests/test_numerics.py::"
+            "test_an_unsaved_output_keeps_its_layout_at_symbolic_sizes",)),
+    Mutant("empty-batch-host-arena-unviewed", LAYOUT,
+           "                      host_nbytes=max(evaluate(plan.host_capacity, env), min(n_host, 1)),",
+           "                      host_nbytes=evaluate(plan.host_capacity, env),",
+           "a zero-size batch's host views still view an arena", "cpu",
+           ("tests/test_offload.py::test_an_empty_batch_offloads_nothing_and_trains",)),
+    Mutant("parameter-sets-known-by-first", VARIANT,
+           "        params = (hash((args[self.anchors[0]].data_ptr(), args[self.anchors[1]].data_ptr()))",
+           "        params = (hash((args[self.anchors[0]].data_ptr(), args[self.anchors[0]].data_ptr()))",
+           "a parameter set is known by its first and last parameter: blocks sharing their first "
+           "keep slots of their own", "cpu",
+           (f"{STAND_IN}::test_blocks_that_share_a_parameter_keep_their_slots_and_exact_gradients",)),
+    Mutant("shared-parameter-added-in-graph", VARIANT,
+           "        if self.region.nodes_unknown or self.region.sets_share:",
+           "        if self.region.nodes_unknown:",
+           "parameter sets that share a parameter leave adding into .grad to autograd", "cpu",
+           ("tests/test_accumulate.py::"
+            "test_parameter_sets_that_share_a_parameter_leave_accumulation_to_autograd",)),
+    Mutant("inference-keyed-by-shape-alone", INFERENCE,
+           "        return (*(id(args[i]) for i in self._anchors),",
+           "        return (*(),",
+           "an inference graph serving several modules captures once per module", "cpu",
+           ("tests/test_inference_graphs.py::"
+            "test_blocks_compiled_one_by_one_capture_an_inference_graph_each",)),
+    Mutant("inference-graph-outlives-its-module", INFERENCE,
+           "        if self._anchors and key not in self.captured:",
+           "        if False:",
+           "an inference graph goes with the module it was captured for", "cpu",
+           ("tests/test_inference_graphs.py::"
+            "test_an_inference_graph_goes_with_the_module_it_was_captured_for",)),
 )
