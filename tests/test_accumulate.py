@@ -681,6 +681,24 @@ def test_the_running_nodes_accumulators_give_the_engines_verdict(how):
     assert fxslots._torch.running_accumulators() == {}  # outside a backward
 
 
+def test_one_buffer_at_two_parameters_is_left_to_autograd():
+    """One ``.grad`` buffer at two places of a parameter list (weights tied after compiling):
+    adding into it in the graph would add twice; autograd adds the sum once. The region's
+    check for sets sharing a parameter covers the same models (``Region.note_parameters``);
+    this one must hold on its own."""
+    w = torch.nn.Parameter(torch.randn(3, 3))
+    w.grad = torch.zeros(3, 3)
+    seen = []
+
+    def look(g):
+        from fxslots._torch import autograd as _torch
+        seen.append((_torch.accumulating_grads([w]) is not None,
+                     _torch.accumulating_grads([w, w]) is not None))
+        return g, g
+    _probe(look).apply(torch.randn(3, 3, requires_grad=True), w).sum().backward()
+    assert seen == [(True, False)]
+
+
 def test_without_the_running_node_every_parameter_builds_its_edge(monkeypatch):
     """On a torch that lacks ``_current_autograd_node`` the check still gives the engine's
     verdict (through ``get_gradient_edge``) and training stays bitwise eager."""

@@ -371,8 +371,9 @@ MUTANTS: tuple[Mutant, ...] = (
            " or len(set(map(id, grads))) < len(grads):",
            ":",
            "one .grad buffer at two inputs (weights tied after compiling) is left to autograd",
-           "cpu", ("tests/test_accumulate.py::test_weights_tied_after_compiling_leave_"
-                   "accumulation_to_autograd",)),
+           "cpu", ("tests/test_accumulate.py::test_one_buffer_at_two_parameters_is_left_to_"
+                   "autograd", "tests/test_accumulate.py::test_weights_tied_after_compiling_"
+                   "leave_accumulation_to_autograd")),
     Mutant("non-mapping-options-accepted", OPTIONS,
            "if options is not None and not isinstance(options, Mapping):",
            "if False:",
