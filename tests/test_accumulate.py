@@ -346,6 +346,44 @@ def test_parameter_sets_that_share_a_parameter_leave_accumulation_to_autograd(re
         assert torch.equal(a, b), (a - b).abs().max()
 
 
+@pytest.mark.parametrize("change", ["replaced", "unfrozen"])
+def test_a_new_parameter_set_keeps_adding_in_the_graph(monkeypatch, change):
+    """Found by a review of session 46's fix: a set noted again after one parameter was
+    replaced (a re-initialised bias) or unfrozen shares parameters with the set it replaces,
+    which never runs again. Only related sets whose backwards run in one pass leave adding
+    to autograd: these keep adding in the graph, bitwise eager's."""
+    from fxslots.runtime import variant
+    added = []
+    buffers = variant.Variant._grad_buffers
+    monkeypatch.setattr(variant.Variant, "_grad_buffers",
+                        lambda self, slot: added.append(buffers(self, slot)) or added[-1])
+    torch.manual_seed(0)
+    m = _TwoLinears().double()
+    if change == "unfrozen":
+        m.l1.requires_grad_(False)
+    e = copy.deepcopy(m)
+    for p in (*m.parameters(), *e.parameters()):
+        p.grad = torch.zeros_like(p)
+    c = torch.compile(m, backend="fxslots", options={"slots": 1})
+    x = torch.randn(4, 8, dtype=torch.float64)
+    for step in range(5):
+        if step == 2:
+            for model in (m, e):
+                if change == "replaced":
+                    model.l2.bias = nn.Parameter(torch.zeros(8, dtype=torch.float64))
+                    model.l2.bias.grad = torch.zeros_like(model.l2.bias)
+                else:
+                    model.l1.requires_grad_(True)
+                    for p in model.l1.parameters():
+                        p.grad = torch.zeros_like(p)
+        added.clear()
+        c(x).square().sum().backward()
+        e(x).square().sum().backward()
+        for a, b in zip(m.parameters(), e.parameters(), strict=True):
+            assert torch.equal(a.grad, b.grad), step
+    assert added and added[-1] is not None, "the last backward left .grad to autograd"
+
+
 def _two_in_one_pass(f, x, y, how):
     if how == "nested":
         return f(f(x)).square().sum()

@@ -134,6 +134,13 @@ def test_an_inference_graph_goes_with_the_module_it_was_captured_for():
     assert other != key
     del weight
     assert key not in graphs.graphs and key not in graphs.captured and key not in graphs.warm
+    shared, own = nn.Parameter(torch.randn(4)), nn.Parameter(torch.randn(4))
+    graphs._anchors, graphs.static = (0, 1), {0, 1}  # a first parameter modules share
+    key = graphs._key([shared, own, torch.randn(2)])
+    graphs._forget_with([shared, own], key)
+    graphs.graphs[key] = object()
+    del own
+    assert key not in graphs.graphs
 
 
 def test_training_graphs_keep_their_slots_beside_captured_inference(stand_in_graphs):

@@ -49,7 +49,11 @@ class Region:
     # (its first parameter's id): which of them one backward pass runs (_alone_in_backward).
     forward_nodes: weakref.WeakKeyDictionary = field(default_factory=weakref.WeakKeyDictionary)
     nodes_unknown: bool = False  # a forward's node was not found: every backward leaves it
-    sets_share: bool = False  # two of its parameter sets share a parameter (note_parameters)
+    # Each parameter set's key (its first and last parameter's ids) -> the ids of all its
+    # parameters, and -> the keys of the sets it shares a parameter with, itself included
+    # (note_parameters): backwards of related sets in one pass leave .grad to autograd.
+    param_sets: dict[tuple[int, int], frozenset] = field(default_factory=dict)
+    related: dict[tuple[int, int], set] = field(default_factory=dict)
     grads_dropped: bool = False
     ran_backward: bool = False  # fxslots ran a backward of it outside prepare (tokens_readable)
     _grads: Any = None  # weak reference to the storage of a gradient watch_grads saw
@@ -106,33 +110,38 @@ class Region:
             self.grads_dropped |= not held
             self._grads = None
 
-    def note_parameters(self, args: list[Any], indices: tuple[int, ...]) -> None:
+    def note_parameters(self, args: list[Any], indices: tuple[int, ...],
+                        key: tuple[int, int]) -> None:
         """At a forward that may add into the ``.grad`` of ``args[i]`` for ``i`` in
-        ``indices``: the first time this region sees the set (known by its first and last
-        parameter: one compiled graph serves every module of a class, a pipeline rank's chunks,
-        a new model after an old one died), record it in ``state.accumulators``, and whether a
-        parameter of it is one of another set of this region's (a norm the blocks share).
-        Then every backward of the region leaves adding into .grad to autograd, which sums
-        all of a backward pass's contributions before adding them; in-graph adds would not."""
-        if not indices or all(self._noted(args[i]) for i in (indices[0], indices[-1])):
+        ``indices``, a set known by ``key`` (its first and last parameter's ids; one compiled
+        graph serves every module of a class, a pipeline rank's chunks, a new model after an
+        old one died): the first time, record it in ``state.accumulators`` and relate it to
+        every set of this region it shares a parameter with (a norm the blocks share, a tied
+        bias). Related sets' backwards in one backward pass leave adding into .grad to
+        autograd (``Variant._alone_in_backward``), which sums all of a pass's shares first."""
+        if key in self.param_sets:
             return
+        ids = frozenset(id(args[i]) for i in indices)
+        mine = self.related.setdefault(key, {key})
+        for other, their_ids in self.param_sets.items():
+            if ids & their_ids:  # an id a dead parameter had may relate sets for nothing
+                mine.add(other)
+                self.related[other].add(key)
+        self.param_sets[key] = ids
         for i in indices:
             p = args[i]
             ref, regions = state.accumulators.get(id(p), (None, None))
             if ref is None or ref() is not p:  # new, or an id reused after a parameter died
                 ref, regions = state.accumulator_ref(p), set()
                 state.accumulators[id(p)] = (ref, regions)
-            elif id(self) in regions and not self.sets_share:
-                self.sets_share = True
-                log.info("%s: modules its graph serves share a parameter; their backwards "
-                         "leave adding into .grad to autograd", self.ring.name)
             regions.add(id(self))
             if len(regions) == 2:
                 state.accumulators_shared += 1
 
-    def _noted(self, p: Any) -> bool:
-        ref, regions = state.accumulators.get(id(p), (None, ()))
-        return ref is not None and ref() is p and id(self) in regions
+    @property
+    def sets_share(self) -> bool:
+        """Whether two of its parameter sets share a parameter."""
+        return any(len(keys) > 1 for keys in self.related.values())
 
     def note_backward(self) -> None:
         if not state.preparing:

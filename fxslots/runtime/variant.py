@@ -161,9 +161,11 @@ class Variant:
         slot.layout, slot.saved_outs = lay, None
         slot.watched, slot.node = _torch.saved_tensors_watched(), _torch.calling_node()
         if self.accumulate is not None:  # weakly: a dropped microbatch must not keep a model
-            self._params[slot.index] = tuple(weakref.ref(args[i]) for i in self.accumulate.indices)
-            self._note_node(slot.node, id(args[self.accumulate.indices[0]]))
-            self.region.note_parameters(args, self.accumulate.indices)
+            indices = self.accumulate.indices
+            self._params[slot.index] = tuple(weakref.ref(args[i]) for i in indices)
+            key = (id(args[indices[0]]), id(args[indices[-1]])) if indices else (0, 0)
+            self._note_node(slot.node, key)
+            self.region.note_parameters(args, indices, key)
         try:
             out = self.executor.forward(self, slot, args, lay, (alias, host_alias))
             del alias, host_alias
@@ -190,8 +192,9 @@ class Variant:
             if slot is not None and not _torch.keep_graph():
                 self.ring.release(slot)
 
-    def _note_node(self, node: Any, params: int) -> None:
-        """``params``: its first accumulated parameter's id (``.data =`` moves the address)."""
+    def _note_node(self, node: Any, params: tuple[int, int]) -> None:
+        """``params``: its first and last accumulated parameter's ids (``.data =`` moves the
+        address, not the id)."""
         if node is not None:
             self.region.forward_nodes[node()] = params
         elif not self.region.nodes_unknown:
@@ -206,11 +209,12 @@ class Variant:
         contributions to a .grad before it adds them; in-graph adds of two backwards would
         round differently. Every backward of the pass sees the same nodes (one that already
         ran still counts), so all of them decide alike."""
-        if self.region.nodes_unknown or self.region.sets_share:
+        if self.region.nodes_unknown:
             return False
         me, mine = _torch.current_node(), self._params.get(slot.index, ())
-        key = id(mine[0]()) if mine else None
-        return not any(params == key and node is not me
+        key = (id(mine[0]()), id(mine[-1]())) if mine else None
+        related = self.region.related.get(key, (key,))  # sets that share a parameter with it
+        return not any(params in related and node is not me
                        and _torch.runs_in_this_backward(node)
                        for node, params in list(self.region.forward_nodes.items()))
 

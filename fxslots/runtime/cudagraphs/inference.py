@@ -119,6 +119,8 @@ class InferenceGraphs:
         if cap is not None and cap.moved(args) is None:
             return self._replay(cap, args)
         if key in self.uncaptured or self._cold(key):
+            if key not in self.warm:  # a key's first run: what it keeps goes with its module
+                self._forget_with(args, key)
             self.warm[key] = state.counters["inductor_compiles"]
             return self.run(*args)
         cap = self._capture(key, args)
@@ -135,7 +137,9 @@ class InferenceGraphs:
                   else a for i, a in enumerate(args) if i not in self.static))
 
     def _forget_with(self, args: list[Any], key: tuple) -> None:
-        """Drop ``key``'s graph when its module's anchor dies: a later one may reuse its id."""
+        """Drop what ``key`` keeps (its graph, counts, verdicts) when either anchor of its
+        module dies: a later module may reuse the id (and the first anchor may be a parameter
+        the modules share)."""
         me = weakref.ref(self)
 
         def drop() -> None:
@@ -144,8 +148,8 @@ class InferenceGraphs:
                 graphs.captured.pop(key, None)
                 graphs.warm.pop(key, None)
                 graphs.uncaptured.discard(key)
-        if self._anchors and key not in self.captured:
-            weakref.finalize(args[self._anchors[0]], drop)
+        for i in dict.fromkeys(self._anchors):
+            weakref.finalize(args[i], drop)
 
     def _cold(self, key: tuple) -> bool:
         """Whether ``key`` runs uncaptured first: never run, or Inductor's code compiled more
@@ -179,7 +183,6 @@ class InferenceGraphs:
             state.counters["capture_failures"] += 1
             self._failed(key, failed)
             return None
-        self._forget_with(args, key)
         self.captured[key] += 1
         state.counters["inference_captures"] += 1
         log.info("inference graph: captured (%d inference captures in all)",
