@@ -353,6 +353,10 @@ def test_a_new_parameter_set_keeps_adding_in_the_graph(monkeypatch, change):
     which never runs again. Only related sets whose backwards run in one pass leave adding
     to autograd: these keep adding in the graph, bitwise eager's."""
     from fxslots.runtime import variant
+    from tests.helpers import torch_before
+    if change == "unfrozen" and torch_before(2, 12):
+        pytest.skip("torch 2.11's Dynamo does not compile again when a parameter is unfrozen: "
+                    "aot_eager's gradients are wrong too (checked)")
     added = []
     buffers = variant.Variant._grad_buffers
     monkeypatch.setattr(variant.Variant, "_grad_buffers",
