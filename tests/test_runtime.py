@@ -363,3 +363,20 @@ def test_collapse_leaves_out_all_but_one_saved_tensor_per_arena():
     assert plan_collapse([[(1, 0)], []], set(), 3, fixed=0) is None
     assert plan_collapse([[(1, 0), (2, 1)]], set(), 3, fixed=2) is None
     assert plan_collapse([[(1, 1), (2, 0)]], set(), 3, fixed=0) is None
+
+
+def test_a_parameter_set_is_noted_again_when_its_key_names_new_parameters():
+    """A set is known by its first and last parameter's ids, which new parameters can reuse
+    once the old ones died (a new model after an old one): the new parameters are noted
+    (``state.accumulators``, read by the check for parameters two regions feed), not taken
+    for the dead set's."""
+    from fxslots import state
+    from fxslots.runtime.region import Region
+
+    region = Region.new("r", Options())
+    old, new = torch.nn.Parameter(torch.zeros(2)), torch.nn.Parameter(torch.zeros(2))
+    key = (id(old), id(old))  # the ids ``new`` would have, had it reused ``old``'s
+    region.note_parameters([old], (0,), key)
+    region.note_parameters([new], (0,), key)
+    ref, regions = state.accumulators[id(new)]
+    assert ref() is new and id(region) in regions

@@ -119,7 +119,7 @@ class Region:
         every set of this region it shares a parameter with (a norm the blocks share, a tied
         bias). Related sets' backwards in one backward pass leave adding into .grad to
         autograd (``Variant._alone_in_backward``), which sums all of a pass's shares first."""
-        if key in self.param_sets:
+        if key in self.param_sets and self._noted(args[indices[0]]):
             return
         ids = frozenset(id(args[i]) for i in indices)
         mine = self.related.setdefault(key, {key})
@@ -137,6 +137,12 @@ class Region:
             regions.add(id(self))
             if len(regions) == 2:
                 state.accumulators_shared += 1
+
+    def _noted(self, p: Any) -> bool:
+        """Whether ``state.accumulators`` holds this region for ``p`` itself: a key's ids may
+        be a dead set's, reused by new parameters (a new model after an old one died)."""
+        ref, regions = state.accumulators.get(id(p), (None, ()))
+        return ref is not None and ref() is p and id(self) in regions
 
     @property
     def sets_share(self) -> bool:

@@ -467,7 +467,7 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/test_accumulate.py::"
             "test_two_backwards_of_one_pass_leave_accumulation_to_autograd",)),
     Mutant("parameters-noted-once-per-variant", REGION,
-           "        if key in self.param_sets:\n",
+           "        if key in self.param_sets and self._noted(args[indices[0]]):\n",
            "        if self.param_sets:\n",
            "a variant notes each parameter set it runs with, not only its first", "cpu",
            ("tests/test_accumulate.py::"
@@ -1674,4 +1674,10 @@ MUTANTS: tuple[Mutant, ...] = (
            "an inference graph goes with the module it was captured for", "cpu",
            ("tests/test_inference_graphs.py::"
             "test_an_inference_graph_goes_with_the_module_it_was_captured_for",)),
+    Mutant("reused-set-key-taken-for-the-dead-set", REGION,
+           "        if key in self.param_sets and self._noted(args[indices[0]]):\n",
+           "        if key in self.param_sets:\n",
+           "a set key whose ids new parameters reuse notes the new parameters", "cpu",
+           ("tests/test_runtime.py::"
+            "test_a_parameter_set_is_noted_again_when_its_key_names_new_parameters",)),
 )
