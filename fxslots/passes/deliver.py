@@ -39,7 +39,7 @@ from ..routes import COPY, find_route, out_arguments, out_kwargs, resolve, updat
 from ..schemas import SLOT_META, expr
 from ..sizes import rows_dense
 from .accumulate import twin_with_buffers
-from .layouts import dense_overlapping as _layout  # (dense, overlapping): dense is one span the buffer holds exactly
+from .layouts import dense_overlapping  # dense: one span the buffer holds exactly
 
 aten = torch.ops.aten
 
@@ -76,8 +76,9 @@ def _fits(o: Any, device: torch.device, nodes: list[fx.Node], min_bytes: int) ->
     """Whether output ``o`` is a dense tensor of static shape on ``device``, of at least
     ``min_bytes``, returned once (``nodes``: every node the graph returns)."""
     v = o.meta.get("val") if isinstance(o, fx.Node) else None
-    return (isinstance(v, torch.Tensor) and v.device == device and _static(v) and _layout(v)[0]
-            and v.numel() * v.element_size() >= min_bytes and nodes.count(o) == 1)
+    return (isinstance(v, torch.Tensor) and v.device == device and _static(v)
+            and dense_overlapping(v)[0] and v.numel() * v.element_size() >= min_bytes
+            and nodes.count(o) == 1)
 
 
 # A forward's outputs smaller than this stay in the pool, copied out: they cost the pool
@@ -222,7 +223,7 @@ def _out_op(root: fx.Node, extern: Callable[[Any], bool] | None, symbolic: bool 
     if extern is not None and not extern(root.target):
         return None  # Inductor's own kernel: it stores the value into the buffer itself
     v = root.meta["val"]
-    if not (_static(v) or symbolic and _row_major(v)) or not _layout(v)[0]:
+    if not (_static(v) or symbolic and _row_major(v)) or not dense_overlapping(v)[0]:
         return None
     route = find_route(root.target, v.device.type)
     if route.op is None or route.op == COPY or route.via is not None:

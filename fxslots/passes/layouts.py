@@ -44,6 +44,12 @@ def dense_overlapping(v: torch.Tensor) -> tuple[bool, bool]:
     return dense and not overlapping, overlapping
 
 
+def static_layout(v: torch.Tensor) -> bool:
+    """Whether ``v``'s sizes and strides are ints: scratch for it then gets its exact layout
+    (``rewrite._scratch``), else an empty tensor the out= kernel resizes."""
+    return all(isinstance(x, int) for x in (*v.shape, *v.stride()))
+
+
 def lazy_bit(node: fx.Node, v: torch.Tensor) -> str | None:
     """Why the saved ``v`` cannot be a slot view: it reads its bytes conjugated or negated."""
     bit = "conjugate" if v.is_conj() else "negative" if v.is_neg() else None
@@ -64,8 +70,8 @@ def unbuilt_scratch(op: fx.Node, saved_output: int, ranges: Any) -> str | None:
     for k, v in enumerate(op.meta.get("val") or ()):
         if k == saved_output or not isinstance(v, torch.Tensor):
             continue
-        if all(isinstance(x, int) for x in (*v.shape, *v.stride())):
-            continue  # static: scratch gets exactly this layout
+        if static_layout(v):
+            continue
         if not _contiguous(v, ranges):
             return (f"output {k} of {op.name} ({op.target}) has symbolic sizes and strides "
                     f"{tuple(v.stride())}, not contiguous: the out= kernel would resize its "

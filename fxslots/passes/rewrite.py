@@ -24,6 +24,7 @@ from ..routes import (
 )
 from ..schemas import SLOT_META, ArenaPlan, Placement, Root, SavedSet, SavedTensor, Write
 from .expand import expand
+from .layouts import static_layout
 from .observe import at_node
 
 aten = torch.ops.aten
@@ -110,9 +111,8 @@ def _scratch(graph: fx.Graph, node: fx.Node, k: int) -> fx.Node:
     """Memory for an output nobody saves: its exact layout when static; with symbolic sizes an
     empty tensor the out= kernel resizes (out= kernels resize an empty output silently)."""
     v = node.meta["val"][k]
-    shape, stride = list(v.shape), list(v.stride())
-    if all(isinstance(x, int) for x in (*shape, *stride)):
-        s = graph.call_function(aten.empty_strided.default, (shape, stride),
+    if static_layout(v):
+        s = graph.call_function(aten.empty_strided.default, (list(v.shape), list(v.stride())),
                                 {"dtype": v.dtype, "device": v.device})
     else:
         s = graph.call_function(aten.empty.memory_format, ([0],),
