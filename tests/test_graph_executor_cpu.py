@@ -543,12 +543,23 @@ def _skip_where_aot_eager_fails_on_expands():
         pytest.skip(f"torch {torch.__version__}'s aot_eager fails here too: {e}")
 
 
-def test_an_expanded_output_is_copied_out_dense(stand_in_graphs):
-    """A replayed forward whose output is expanded (elements sharing memory) hands the
-    caller a dense copy of it: a copy cannot write an overlapping destination (found in
-    review; it raised at every replay). Values and gradients are aot_eager's."""
+class _ExpandsSaved(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(8, 8))
+
+    def forward(self, x):
+        return torch.tanh(x @ self.w)[:1].expand(4, 8)  # a view of what tanh saves
+
+
+@pytest.mark.parametrize("model", [_Expands, _ExpandsSaved], ids=["pool", "saved"])
+def test_an_expanded_output_is_copied_out_dense(stand_in_graphs, model):
+    """A forward whose output is expanded (elements sharing memory) hands the caller a dense
+    copy of it: a copy cannot write an overlapping destination (found in review: it raised at
+    every replay; and, where the output views a saved tensor in the slot, at the first run,
+    uncaptured, too). Values and gradients are aot_eager's."""
     _skip_where_aot_eager_fails_on_expands()
-    ours, ref, f, g = compiled_twins(_Expands)
+    ours, ref, f, g = compiled_twins(model)
     for _ in range(4):
         x = torch.randn(3, 8)
         a, b = f(x), g(x)

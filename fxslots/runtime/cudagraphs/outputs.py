@@ -74,11 +74,8 @@ class Captured:
                     idx, [self.outs[j].geometry for j in idx]), span))
         pool = [j for j, o in enumerate(self.outs) if o.kind is OutKind.POOL]
         values = [self.outs[j].value for j in pool]
-        # copied in their own strides, unless elements share memory (an expanded output):
-        # a copy cannot write those, so it gets dense ones
         geometry, self.pool_nbytes = pack(
-            [(v.dtype, tuple(v.shape), contiguous_strides(v.shape) if _torch.overlaps(v)
-              else v.stride()) for v in values], 16)
+            [(v.dtype, tuple(v.shape), copy_strides(v)) for v in values], 16)
         self._pool = grouped_runs(pool, geometry)
 
     def moved(self, args: list[Any]) -> int | None:
@@ -152,6 +149,12 @@ class Captured:
             result[j] = c
 
 
+def copy_strides(v: torch.Tensor) -> tuple[int, ...]:
+    """The strides a copy of ``v`` the caller owns gets: its own, unless elements share
+    memory (an expanded output), which a copy cannot write: then dense ones."""
+    return contiguous_strides(v.shape) if _torch.overlaps(v) else v.stride()
+
+
 def describe_outputs(outs: Any, gargs: list[Any], arenas: dict[int, OutKind],
                      staged: set[int], copied: int = 0) -> list[Out]:
     """Classify each output of a capture. ``arenas`` maps the data_ptr of the slot's arenas
@@ -186,14 +189,14 @@ def describe_outputs(outs: Any, gargs: list[Any], arenas: dict[int, OutKind],
 
 def own_user_outputs(outs: Any, n: int, arenas: tuple[Any, ...]) -> Any:
     """``outs`` of a forward run uncaptured, with each of its first ``n`` (the caller's) that
-    lies in one of the slot's ``arenas`` copied out, in its own strides: the slot is written
+    lies in one of the slot's ``arenas`` copied out (``copy_strides``): the slot is written
     again at its next forward, and the plan wrote such values there (``outputs_copied``)."""
     ptrs = {a.data_ptr() for a in arenas if a is not None}
     outs = list(outs)
     for j in range(n):
         o = outs[j]
         if isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() in ptrs:
-            outs[j] = torch.empty_strided(o.shape, o.stride(), dtype=o.dtype,
+            outs[j] = torch.empty_strided(o.shape, copy_strides(o), dtype=o.dtype,
                                           device=o.device).copy_(o)
     return outs
 
