@@ -29,6 +29,7 @@ from .passes.audit import audit_forward
 from .passes.lower import copy_graph, lower_forward
 from .passes.lower_streams import carries_copies, lower_streams
 from .passes.observe import observe
+from .passes.retype import retype_statistics
 from .printing import format_graph
 from .schemas import ArenaPlan, SlotView
 
@@ -45,7 +46,8 @@ def decompositions(options: Options) -> dict[Any, Callable[..., Any]] | None:
 def partition(options: Options, partitioner: Callable[..., Any], joint: fx.GraphModule,
               joint_inputs: Any, **kwargs: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
     """``partitioner``, after Inductor's joint-graph passes when Inductor compiles (the
-    min-cut partitioner already weighs recomputation as for Inductor by default)."""
+    min-cut partitioner already weighs recomputation as for Inductor by default); with ATen
+    kernels, which run the nodes as they are, values retyped to what those kernels return."""
     if options.kernels == "inductor":
         try:
             joint = _torch.inductor_joint_passes(joint)
@@ -53,7 +55,11 @@ def partition(options: Options, partitioner: Callable[..., Any], joint: fx.Graph
             # valid graph): partition what they left
             _inductor_failed("the joint graph (its joint-graph passes failed)", e,
                              options.strict, "it is partitioned as they left it")
-    return partitioner(joint, joint_inputs, **kwargs)
+        return partitioner(joint, joint_inputs, **kwargs)
+    fw, bw = partitioner(joint, joint_inputs, **kwargs)
+    observe("retype_statistics", retype_statistics, fw, bw, kwargs["num_fwd_outputs"],
+            graph=fw, summary=lambda n: f"{n} norm statistics typed fp32, as ATen returns them")
+    return fw, bw
 
 
 @dataclass(frozen=True)

@@ -470,3 +470,28 @@ def test_compiled_autograd_under_real_graphs(where, caplog):
     assert fxslots.counters["captures"] > captures  # the forward replayed a real graph
     assert sum(r.ring.orphans for r in fxslots.regions()) >= 1
     assert any("outlived its autograd graph" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("norm", ["batch", "layer", "group"])
+def test_mixed_dtype_norms_under_real_graphs(norm):
+    """A bf16 activation into a norm with fp32 parameters: its statistics are fp32 on CUDA
+    (``passes/retype.py``; torch's fake kernels on CUDA know it for batch and layer norm, not
+    for group norm), saved in fp32 slots (``recompute="none"``), and the steps that capture
+    and replay match aot_eager's, running statistics included."""
+    from tests.helpers import compiled_twins
+    from tests.test_numerics import _MixedNorm, _mixed_input
+
+    ours, ref, f, g = compiled_twins(lambda: _MixedNorm(norm, torch.bfloat16).cuda(),
+                                     {"recompute": "none", "slots": 1})
+    captures = fxslots.counters["captures"]
+    for step in range(4):
+        x = _mixed_input(norm, torch.bfloat16, 2).cuda()
+        outs = [f(x), g(x)]
+        for o in outs:
+            o.float().square().sum().backward()
+        torch.testing.assert_close(outs[0], outs[1], msg=str(step))
+        for p, q in zip(ours.state_dict().values(), ref.state_dict().values(), strict=True):
+            torch.testing.assert_close(p, q, msg=str(step))
+        for p, q in zip(ours.parameters(), ref.parameters(), strict=True):
+            torch.testing.assert_close(p.grad, q.grad, msg=str(step))
+    assert fxslots.counters["captures"] > captures

@@ -212,3 +212,58 @@ def test_an_unsaved_output_keeps_its_layout_at_symbolic_sizes(dynamic):
         assert torch.equal(outs[0], outs[1]) and torch.equal(a.grad, b.grad), step
         for p, q in zip(ours.parameters(), ref.parameters(), strict=True):
             assert torch.equal(p.grad, q.grad), step
+
+
+class _MixedNorm(torch.nn.Module):
+    """A reduced-precision activation into a norm whose parameters stay fp32."""
+
+    def __init__(self, norm: str, dtype: torch.dtype):
+        super().__init__()
+        self.norm_kind = norm
+        if norm == "batch":
+            self.lin, self.norm = torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.BatchNorm2d(4)
+        else:
+            self.lin = torch.nn.Linear(8, 8)
+            self.norm = torch.nn.LayerNorm(8) if norm == "layer" else torch.nn.GroupNorm(2, 8)
+        self.lin.to(dtype)
+
+    def forward(self, x):
+        return torch.tanh(self.norm(self.lin(x)))
+
+
+@pytest.mark.parametrize("options", [{}, {"copy_free": False}, {"offload": "all"},
+                                     {"slots": 2, "dynamic": True}],
+                         ids=["copy-free", "copied", "offloaded", "dynamic"])
+@pytest.mark.parametrize("norm,dtype", [("batch", torch.bfloat16), ("batch", torch.float16),
+                                        ("layer", torch.bfloat16), ("group", torch.bfloat16)])
+def test_a_mixed_dtype_norm_keeps_its_statistics_in_fp32(norm, dtype, options):
+    """A norm over a bf16 (fp16) input with fp32 parameters returns fp32 statistics, where
+    torch's fake kernels on CPU say the input's dtype. Slots typed by the fake values made
+    every such training crash (batch norm's out= call refused a bf16 slot; a copy rounded the
+    statistics for the backward to refuse). ``passes/retype.py`` types them as ATen returns
+    them: outputs, gradients and running statistics bitwise aot_eager's, the statistics saved
+    in fp32 slots (layer and group norms saved: ``recompute="none"``)."""
+    from tests.helpers import compiled_twins
+
+    options = {"recompute": "none", **options}
+    dynamic = options.pop("dynamic", None)
+    report = fxslots.explain(_MixedNorm(norm, dtype), _mixed_input(norm, dtype, 2), **options)
+    (saved, plan), = report.plans
+    statistics = [t.dtype for t in saved.tensors
+                  if tuple(t.shape) == {"batch": (4,), "layer": (2, 1), "group": (2, 2)}[norm]]
+    assert plan is not None and statistics and set(statistics) == {torch.float32}, str(report)
+    ours, ref, f, g = compiled_twins(lambda: _MixedNorm(norm, dtype), options, dynamic)
+    for step, rows in enumerate([2, 3, 2]):
+        x = _mixed_input(norm, dtype, rows)
+        outs = [f(x), g(x)]
+        for o in outs:
+            o.float().square().sum().backward()
+        assert torch.equal(outs[0], outs[1]), step
+        for p, q in zip(ours.state_dict().values(), ref.state_dict().values(), strict=True):
+            assert torch.equal(p, q), step
+        for p, q in zip(ours.parameters(), ref.parameters(), strict=True):
+            assert torch.equal(p.grad, q.grad), step
+
+
+def _mixed_input(norm: str, dtype: torch.dtype, rows: int) -> torch.Tensor:
+    return torch.randn(*((rows, 3, 5, 5) if norm == "batch" else (rows, 8)), dtype=dtype)

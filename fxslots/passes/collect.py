@@ -114,13 +114,14 @@ def _pytorch_kernel(g: StorageGroup) -> StorageGroup:
                "in place"))
 
 
-def match_backward(outputs: list[Any], bw: fx.GraphModule, num_fwd_outputs: int):
+def match_backward(outputs: list[Any], bw: fx.GraphModule, num_fwd_outputs: int,
+                   check: bool = True):
     """(forward output index, forward node, backward placeholder index) of every saved value
     but the symbolic ints, matched by position as AOTAutograd passes them: the forward
     returns ``user outputs + saved values + saved symints``, the backward takes
     ``saved symints + saved values + tangents``. Names may differ (an RNG state that
     checkpointing saves is ``getitem_2`` in the forward, ``rng_state_output_0`` in the
-    backward)."""
+    backward). ``check``: that each pair holds values of one kind."""
     saved = outputs[num_fwd_outputs:]
     n_sym = sum(1 for n in saved if isinstance(n, fx.Node) and _torch.is_sym_node(n))
     values = saved[:len(saved) - n_sym]
@@ -134,8 +135,8 @@ def match_backward(outputs: list[Any], bw: fx.GraphModule, num_fwd_outputs: int)
                               f"{n_sym + len(values)} values the forward saves")
     out = []
     for i, node in enumerate(values):
-        ph = placeholders[n_sym + i]
-        _check_same_kind(node, ph)
+        if check:
+            _check_same_kind(node, placeholders[n_sym + i])
         out.append((num_fwd_outputs + i, node, n_sym + i))
     return out
 
