@@ -262,8 +262,8 @@ class _Compiler:
             return boxed(lambda args: run(*args))
         variant.backward_graph = bw
         variant.backward_kernel = run if run is not bw else None
-        if isinstance(variant.executor, GraphExecutor) and (
-                why := uncapturable_reason(None, bw, variant.device)) is not None:
+        graphs = isinstance(variant.executor, GraphExecutor)
+        if graphs and (why := uncapturable_reason(None, bw, variant.device)) is not None:
             variant.executor.capturing = False  # before any backward ran: nothing captured
             self._run_uncaptured(f"its backward: {why}")
         # By position, not name: a saved RNG state reaches the backward under another name.
@@ -272,12 +272,12 @@ class _Compiler:
                                        for t in self.record.saved.tensors
                                        if t.output_index >= 0 and t.backward_index >= 0}
         what = f"backward graph of {variant.name}"
-        if isinstance(variant.executor, GraphExecutor) and self.fixed is not None:
+        if graphs and self.fixed is not None:
             variant.collapse = collapse_of(self.record.saved, variant.plan, len(example_inputs),
                                            self.num_fwd_outputs + self.fixed)
         variant.accumulate = grads.accumulate(bw, self.params, self.options, example_inputs,
-                                              what, isinstance(variant.executor, GraphExecutor))
-        if isinstance(variant.executor, GraphExecutor) and variant.executor.capturing:
+                                              what, graphs, variant.forward_graph)
+        if graphs and variant.executor.capturing:
             variant.deliver = grads.deliver(bw, self.params, variant, self.options,
                                             example_inputs, what, self.record.saved)
             if variant.deliver is not None:

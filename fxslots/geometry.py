@@ -56,6 +56,27 @@ def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
+def grad_strides(param: torch.Tensor) -> tuple[int, ...]:
+    """The strides autograd's ``AccumulateGrad`` gives a parameter's ``.grad`` (its layout
+    contract): the parameter's own where it is dense and non-overlapping, else row-major."""
+    shape, stride = tuple(param.shape), tuple(param.stride())
+    if not all(isinstance(x, int) for x in (*shape, *stride)):
+        return contiguous_strides(shape)  # a parameter of symbolic size: not met in practice
+    reach = 1  # dense and non-overlapping: sorted by stride, each is the product of those below
+    for st, n in sorted((st, n) for n, st in zip(shape, stride, strict=True) if n != 1):
+        if st != reach:
+            return contiguous_strides(shape)
+        reach *= n
+    return stride
+
+
+def obeys_grad_layout(param: torch.Tensor, grad: torch.Tensor) -> bool:
+    """Whether ``grad`` has ``grad_strides(param)`` (in every dimension of size other than
+    1, where a stride means nothing: autograd compares them so)."""
+    return all(n == 1 or a == b for n, a, b in zip(grad.shape, grad.stride(),
+                                                     grad_strides(param), strict=True))
+
+
 def row_major(shape: Sequence[Number], stride: Sequence[Number]) -> bool:
     """Whether ``stride`` is row-major for ``shape``, as expressions: for symbolic sizes, at
     every shape. A size-1 dimension's stride is free, as torch's contiguity has it."""

@@ -35,11 +35,16 @@ log = logging.getLogger(__name__)
 
 
 def accumulate(bw: fx.GraphModule, static: list[int], options: Options, example_inputs: Any,
-               what: str, graphs: bool = False) -> Accumulate | None:
+               what: str, graphs: bool = False, fw: fx.GraphModule | None = None
+               ) -> Accumulate | None:
     """The backward that adds the gradients of parameters (static inputs) into their .grad
     buffers itself, or None (no parameter gets a gradient, or options say autograd does it);
-    ``graphs``: with the form a CUDA graph captures."""
-    return or_without(lambda: _accumulate(bw, static, options, example_inputs, what, graphs),
+    ``graphs``: with the form a CUDA graph captures; ``fw``: the forward, whose inputs give
+    the buffers their parameters' layout."""
+    inputs = [] if fw is None else [p.meta.get("val") for p in fw.graph.find_nodes(
+        op="placeholder")]
+    return or_without(lambda: _accumulate(bw, static, options, example_inputs, what, graphs,
+                                          inputs),
                       f"the accumulating twin of the {what}", "autograd adds its gradients",
                       options.strict)
 
@@ -121,14 +126,16 @@ def _warm_up_is_lower(d: Deliver, bw: fx.GraphModule, kept: tuple[int, ...]) -> 
 
 
 def _accumulate(bw: fx.GraphModule, static: list[int], options: Options, example_inputs: Any,
-                what: str, graphs: bool) -> Accumulate | None:
+                what: str, graphs: bool, inputs: list[Any]) -> Accumulate | None:
     if options.grad_accumulation not in ("graph", "fused"):
         return None
     outs = list(next(iter(bw.graph.find_nodes(op="output"))).args[0])
     params = tuple(i for i in sorted(static) if i < len(outs) and isinstance(outs[i], fx.Node))
     if not params:
         return None
+    values = [inputs[i] if i < len(inputs) else None for i in params]
     acc = Accumulate(params, observe("accumulate_grads", accumulate_grads, bw, list(params),
+                                     params=values,
                                      summary=lambda g: f"{len(params)} gradients added in "
                                                        f"the graph when .grad exists"))
     if options.kernels == "inductor":  # Inductor orders (and may fuse) the adds itself
@@ -143,7 +150,7 @@ def _accumulate(bw: fx.GraphModule, static: list[int], options: Options, example
     flush = flush_bytes_for(sum(value_bytes(outs[i]) for i in params))
     fuse = options.grad_accumulation == "fused"
     captured = observe("accumulate_grads_in_groups", accumulate_grads, bw, list(params), flush,
-                       fuse, summary=lambda g: f"captured: gradients added every {flush} bytes"
+                       fuse, values, summary=lambda g: f"captured: gradients added every {flush} bytes"
                        + (f", {_fused(g)} by their matrix product" if fuse else ""))
     return dataclasses.replace(acc, captured=captured)
 

@@ -137,6 +137,112 @@ def test_accumulation_with_inductor_kernels_is_bitwise_torch_compile():
         assert torch.equal(a.grad, b.grad)
 
 
+class _Conv(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c = torch.nn.Conv2d(4, 4, 3, padding=1)
+
+    def forward(self, x):
+        return torch.tanh(self.c(x))
+
+
+def test_a_grad_buffer_has_its_parameters_layout_under_inductor():
+    """A channels_last input into a contiguous convolution: its weight gradient comes out
+    channels_last, while autograd keeps ``.grad`` in the parameter's strides. The
+    accumulating twin Inductor compiled for the gradient's strides refused the real buffer at
+    the second backward (an assert_size_stride). Its buffers now have the parameter's layout:
+    bitwise ``torch.compile``'s."""
+    torch.manual_seed(0)
+    ref = _Conv()
+    m = copy.deepcopy(ref)
+    c = torch.compile(m, backend="fxslots", options={"kernels": "inductor"})
+    r = torch.compile(ref)
+    for _ in range(3):
+        x = torch.randn(2, 4, 5, 5).to(memory_format=torch.channels_last)
+        c(x).square().sum().backward()
+        r(x).square().sum().backward()
+    assert _variant().accumulate.kernel.compiled
+    for a, b in zip(m.parameters(), ref.parameters(), strict=True):
+        assert torch.equal(a.grad, b.grad) and a.grad.stride() == a.stride()
+
+
+@pytest.mark.parametrize("kernels", ["aten", "inductor"])
+def test_a_grad_out_of_its_parameters_layout_is_left_to_autograd(kernels):
+    """A ``.grad`` the user set in other strides than autograd's contract (a transposed
+    buffer): the graph does not add into it (an Inductor twin would refuse it); autograd does,
+    and the gradients stay those of eager, in that buffer."""
+    torch.manual_seed(0)
+    ref = MLP()
+    m = copy.deepcopy(ref)
+    c = torch.compile(m, backend="fxslots", options={"kernels": kernels})
+    r = ref if kernels == "aten" else torch.compile(ref)  # the same kernels: bitwise
+    for model in (m, ref):
+        for p in model.parameters():
+            p.grad = torch.zeros(p.shape[::-1]).t() if p.dim() == 2 else torch.zeros_like(p)
+    calls = [0]
+    for step in range(3):
+        x = torch.randn(4, 16)
+        c(x).sum().backward()
+        r(x).sum().backward()
+        if step == 0 and kernels == "aten":
+            calls = _count_accumulating_runs(_variant())
+    assert calls[0] == 0
+    for a, b in zip(m.parameters(), ref.parameters(), strict=True):
+        assert torch.equal(a.grad, b.grad) and a.grad.stride() == b.grad.stride()
+
+
+@pytest.mark.parametrize("graphs", [False, True], ids=["eager", "graphs"])
+def test_a_parameter_frozen_before_its_backward_keeps_its_grad(request, graphs):
+    """``requires_grad_(False)`` between a forward and its backward: autograd's
+    AccumulateGrad adds nothing into that parameter's ``.grad``; the graph added its gradient
+    anyway (found by a review). Bitwise eager's, the frozen ``.grad`` untouched."""
+    if graphs:
+        request.getfixturevalue("stand_in_graphs")
+    torch.manual_seed(0)
+    ref = MLP()
+    m = copy.deepcopy(ref)
+    c = torch.compile(m, backend="fxslots", options={"slots": 1})
+    for step in range(5):
+        x = torch.randn(4, 16)
+        outs = [c(x), ref(x)]
+        for model in (m, ref):
+            model.layers[0].weight.requires_grad_(step % 2 == 0)
+        for o in outs:
+            o.square().sum().backward()
+        for a, b in zip(m.parameters(), ref.parameters(), strict=True):
+            assert torch.equal(a.grad, b.grad), step
+
+
+def test_a_grad_restrided_at_its_address_is_added_as_autograd_does(stand_in_graphs):  # noqa: F811
+    """``p.grad = p.grad.t()`` on a square weight: the same bytes at the same address in
+    other strides. A replay of the backward captured for the old buffer added in its strides
+    (transposed, as the user reads it); the buffer now fails the layout check, and autograd
+    adds into it as eager's does."""
+    torch.manual_seed(0)
+    ref = nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 8))
+    m = copy.deepcopy(ref)
+    c = torch.compile(_Wrapped(m), backend="fxslots", options={"slots": 1})
+    for step in range(6):
+        x = torch.randn(4, 8)
+        c(x).square().mean().backward()
+        ref(x).square().mean().backward()
+        if step == 3:
+            for model in (m, ref):
+                model[0].weight.grad = model[0].weight.grad.t()
+    assert _StandInGraph.replays > 0
+    for a, b in zip(m.parameters(), ref.parameters(), strict=True):
+        assert torch.equal(a.grad, b.grad)
+
+
+class _Wrapped(nn.Module):  # Dynamo compiles a torch.nn module's code only inside another
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x):
+        return self.inner(x)
+
+
 def test_inductor_compiles_a_backward_at_its_first_call():
     """The plain and the accumulating backward are compiled when they first run
     (``kernels.Lazily``): a loop that drops ``.grad`` every step compiles the forward and one

@@ -11,6 +11,8 @@ from typing import Any, Iterator
 import torch
 import torch._dynamo.compiled_autograd as _compiled_autograd
 
+from ..geometry import obeys_grad_layout
+
 
 def keep_graph() -> bool:
     """True inside a backward called with retain_graph=True: saved tensors stay readable."""
@@ -91,8 +93,10 @@ def accumulating_grads(params: list[torch.Tensor | None],
     grads = []
     for p in params:
         g = None if p is None else p.grad
-        if g is None:
-            return None  # at the first parameter after zero_grad(set_to_none=True)
+        # None at the first parameter after zero_grad(set_to_none=True); and a parameter frozen
+        # since its forward, whose AccumulateGrad adds nothing
+        if g is None or not p.requires_grad:
+            return None
         grads.append(g)
     if checked is None or not checked.holds(grads):
         # One buffer twice (weights tied after compiling: one parameter at two inputs): the
@@ -111,8 +115,11 @@ def accumulating_grads(params: list[torch.Tensor | None],
 
 
 def _same_layout(param: torch.Tensor, grad: torch.Tensor) -> bool:
+    # strides too: an accumulating twin Inductor compiled expects those of AccumulateGrad's
+    # contract (an ATen one adds into any), and a .grad the user set may have others
     return (grad.layout is torch.strided and grad.dtype == param.dtype
-            and grad.shape == param.shape and grad.device == param.device)
+            and grad.shape == param.shape and grad.device == param.device
+            and obeys_grad_layout(param, grad))
 
 
 class CheckedGrads:

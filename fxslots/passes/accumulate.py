@@ -19,11 +19,14 @@ memory serves the rest of the backward. The adds are the same elementwise adds e
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import torch
 import torch.fx as fx
 
+from .. import _torch
 from ..costs import value_bytes
+from ..geometry import grad_strides
 from ..schemas import SLOT_META
 
 aten = torch.ops.aten
@@ -53,14 +56,15 @@ def flush_bytes_for(total: int) -> int:
 
 
 def accumulate_grads(bw: fx.GraphModule, outputs: list[int], flush_bytes: int | None = None,
-                     fuse: bool = False) -> fx.GraphModule:
+                     fuse: bool = False, params: list[Any] | None = None) -> fx.GraphModule:
     """A new backward graph that adds its outputs at ``outputs`` into buffers passed last: at
     the end, or (``flush_bytes``) in groups as they are computed; with ``fuse`` (captured
-    only), a gradient that is a matrix product is added by the product itself (``_fuse``)."""
+    only), a gradient that is a matrix product is added by the product itself (``_fuse``).
+    ``params``: the parameters' (fake) values, one per output, whose layout the buffers have."""
     gm, output, outs, buffers = twin_with_buffers(bw, outputs, "grad")
     graph = gm.graph
-    for b, i in zip(buffers, outputs, strict=True):
-        b.meta["val"] = outs[i].meta.get("val")
+    for b, i, p in zip(buffers, outputs, params or [None] * len(outputs), strict=True):
+        b.meta["val"] = _buffer_value(outs[i].meta.get("val"), p)
         b.meta[SLOT_META] = f"the .grad buffer of output {i}, added into in the graph"
     pairs = [(b, outs[i]) for b, i in zip(buffers, outputs, strict=True)]
     fusing = fuse and flush_bytes is not None
@@ -78,6 +82,18 @@ def accumulate_grads(bw: fx.GraphModule, outputs: list[int], flush_bytes: int | 
     graph.lint()
     gm.recompile()
     return gm
+
+
+def _buffer_value(grad: Any, param: Any) -> Any:
+    """A ``.grad`` buffer's fake value: the gradient's, in the strides of the parameter's
+    layout contract (``geometry.grad_strides``), which autograd keeps its ``.grad`` in and the
+    runtime checks; the gradient itself may have others (a convolution's weight gradient for a
+    channels_last input is channels_last)."""
+    if not (_torch.is_fake(grad) and isinstance(param, torch.Tensor)):
+        return grad
+    with grad.fake_mode:
+        return torch.empty_strided(grad.shape, grad_strides(param), dtype=grad.dtype,
+                                   device=grad.device)
 
 
 _TRANSPOSES = (aten.t.default, aten.permute.default, aten.transpose.int)
