@@ -31,6 +31,7 @@ This module imports nothing from fxslots: every other module may import it.
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections import Counter
 from typing import Any, Protocol
@@ -54,16 +55,27 @@ viewed: list[tuple[Any, Any]] = []  # (memory, weak reference of the alias that 
 memset_kernels: dict[int, Any] = {}
 
 
+# Rings of different regions (two models trained in two threads) call both below at once: a
+# filter that replaced the list under an append would drop memory still viewed.
+_viewed_lock = threading.Lock()
+
+
 def keep_while_viewed(memory: Any, alias_ref: Any) -> None:
     """Keep ``memory`` alive while the storage ``alias_ref`` weakly refers to does."""
-    release_unviewed()
-    viewed.append((memory, alias_ref))
+    with _viewed_lock:
+        _release_unviewed()
+        viewed.append((memory, alias_ref))
 
 
 def release_unviewed() -> None:
     """Drop the memory nothing views any more (called at every forward: cheap when empty)."""
     if viewed:
-        viewed[:] = [(m, r) for m, r in viewed if not r.expired()]
+        with _viewed_lock:
+            _release_unviewed()
+
+
+def _release_unviewed() -> None:
+    viewed[:] = [(m, r) for m, r in viewed if not r.expired()]
 
 
 def accumulator_ref(param: Any) -> Any:

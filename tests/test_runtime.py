@@ -166,14 +166,38 @@ def test_views_outliving_their_autograd_graph_keep_the_old_arenas_and_the_slot_t
     old, generation = (weakref.ref(slot.arena), weakref.ref(slot.host_arena)), slot.generation
     again, alias, host = ring.acquire(64, cpu, "v0", host_nbytes=32)
     assert again is slot and ring.orphans == 1 and slot.generation > generation  # graphs stale
+    assert slot.node is None  # the new holder's (none given), never the old one's
     assert old[0]() is not None and old[1]() is not None  # alive while the views live
     assert slot.arena is not old[0]() and slot.host_arena is not old[1]()
     slot.arena.fill_(0)
     slot.host_arena.fill_(0)
     assert all(torch.equal(k, torch.full((4,), 3.0)) for k in kept)
-    del kept
+    del kept, alias, host  # (the new holder's node is its own: never the old one's)
     ring.acquire(16, cpu, "v0")  # let go at the next forward
     assert old[0]() is None and old[1]() is None
+
+
+def test_a_backward_gives_back_only_the_slot_its_microbatch_still_holds():
+    """A slot taken from its microbatch (``_disown``: its node let go of its saved tensors)
+    holds another microbatch's activations: the first one's backward, ending, must not give it
+    back, or the next forward writes over them (found by a review, with threads)."""
+    import weakref
+
+    ring = SlotRing("r", Options(slots=1))
+    cpu = torch.device("cpu")
+    x = torch.ones(2, requires_grad=True)
+    y = _Saves.apply(x)
+    slot, first, _ = ring.acquire(64, cpu, "v0", node=weakref.ref(y.grad_fn))
+    saved_first = torch.empty(0, dtype=torch.uint8).set_(first)
+    y.sum().backward()  # its node let go: the slot looks orphaned
+    again, second, _ = ring.acquire(64, cpu, "v0")
+    assert again is slot and ring.orphans == 1
+    ring.release(slot, saved_first)  # the first microbatch's backward ends
+    assert slot.pending()
+    with pytest.raises(fxslots.SlotsExhaustedError):
+        ring.acquire(64, cpu, "v0")
+    ring.release(slot, torch.empty(0, dtype=torch.uint8).set_(second))
+    assert not slot.pending()
 
 
 def _arenas() -> list:

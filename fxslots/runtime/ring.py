@@ -52,10 +52,11 @@ class SlotRing:
         self._listeners.append(weakref.WeakMethod(listener))
 
     def acquire(self, nbytes: int, device: torch.device, variant: str,
-                host_nbytes: int = 0, params: int = 0) -> tuple[Slot, Any, Any]:
+                host_nbytes: int = 0, params: int = 0, node: Any = None
+                ) -> tuple[Slot, Any, Any]:
         """A free slot whose arenas hold ``nbytes`` (device) and ``host_nbytes`` (host), and a
         fresh alias storage of each (None for an unused host arena), for a forward of the
-        parameter set ``params`` (``Slot.params``).
+        parameter set ``params`` (``Slot.params``) whose autograd node is ``node``.
 
         Raises before anything is written when every slot is pending or the arena limit is hit.
         """
@@ -81,6 +82,9 @@ class SlotRing:
             slot.owner = _torch.StorageWeakRef(alias)
             slot.host_owner = None if host_alias is None else _torch.StorageWeakRef(host_alias)
             slot.variant, slot.params = variant, params
+            # under the lock: another thread's forward must never judge this slot orphaned by
+            # the node of the forward that held it before
+            slot.node = node
             slot.microbatch = next(self._microbatches)
             return slot, alias, host_alias
 
@@ -215,17 +219,25 @@ class SlotRing:
         clones, ``save_on_cpu`` on CUDA), so the backward reads that copy, not a slot (whose
         forward let it go when its views died)."""
         cdata = _torch.storage_cdata(saved)
-        for s in self.slots:
-            if s.holds(cdata):
-                return s
+        with self._lock:
+            for s in self.slots:
+                if s.holds(cdata):
+                    # AOTAutograd let the node's saved tensors go before this backward: from
+                    # here the slot is read, not orphaned (Slot.orphaned), by any thread
+                    s.node = None
+                    return s
         if not any(s.contains(saved) for s in self.slots):
             return None
         raise FxslotsError(
             f"fxslots: a backward of {self.name} got saved tensors from no pending slot; their "
             f"slot was reused, which should be impossible. Please report this with FXSLOTS_DEBUG=1")
 
-    def release(self, slot: Slot) -> None:
+    def release(self, slot: Slot, saved: torch.Tensor | None = None) -> None:
+        """Give ``slot`` back; ``saved``: a saved tensor of the backward giving it back, which
+        gives back nothing where the slot went to another microbatch meanwhile (``_disown``)."""
         with self._lock:
+            if saved is not None and not slot.owns(saved):
+                return
             if self.options.debug and not slot.watched:  # a hook may keep views: they stay
                 poison(slot)
             slot.kept = (slot.owner, slot.host_owner) if slot.watched else None

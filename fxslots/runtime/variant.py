@@ -157,9 +157,9 @@ class Variant:
         params = (hash((args[self.anchors[0]].data_ptr(), args[self.anchors[1]].data_ptr()))
                   if self.anchors else 0)
         slot, alias, host_alias = self.ring.acquire(lay.nbytes, self.device, self.name,
-                                                    lay.host_nbytes, params)
+                                                    lay.host_nbytes, params, _torch.calling_node())
         slot.layout, slot.saved_outs = lay, None
-        slot.watched, slot.node = _torch.saved_tensors_watched(), _torch.calling_node()
+        slot.watched = _torch.saved_tensors_watched()
         if self.accumulate is not None:  # weakly: a dropped microbatch must not keep a model
             indices = self.accumulate.indices
             self._params[slot.index] = tuple(weakref.ref(args[i]) for i in indices)
@@ -177,9 +177,9 @@ class Variant:
     def backward(self, args: list[Any]) -> Any:
         if self.collapse is not None:
             args = self.collapse.backward_args(args)
-        slot = None
+        slot = saved = None
         if self.saved_arg_index is not None:
-            slot = self.ring.find(args[self.saved_arg_index])
+            slot = self.ring.find(saved := args[self.saved_arg_index])
         try:
             out = self.executor.backward(self, slot, args, self._grad_buffers(slot))
             # Only a backward that can put gradients in its arena learns the loop: the key of
@@ -190,7 +190,7 @@ class Variant:
             return out
         finally:
             if slot is not None and not _torch.keep_graph():
-                self.ring.release(slot)
+                self.ring.release(slot, saved)
 
     def _note_node(self, node: Any, params: tuple[int, int]) -> None:
         """``params``: its first and last accumulated parameter's ids (``.data =`` moves the

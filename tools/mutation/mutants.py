@@ -55,6 +55,10 @@ STATE = "fxslots/state.py"
 UNALIAS = "fxslots/passes/unalias.py"
 POLICIES = "fxslots/policies.py"
 KERNELS = "fxslots/kernels.py"
+OUTPUTS = "fxslots/runtime/cudagraphs/outputs.py"
+RETYPE = "fxslots/passes/retype.py"
+ACCUMULATE = "fxslots/passes/accumulate.py"
+AUTOGRAD = "fxslots/_torch/autograd.py"
 
 BAD = "tests/test_bad_inputs.py"
 STAND_IN = "tests/test_graph_executor_cpu.py"
@@ -196,8 +200,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "a pipeline rank's arena group keeps to the slots its plan counted", "cpu",
            ("tests/test_pipeline_schedules.py::test_one_shared_slot_fewer_runs_out",)),
     Mutant("forward-forgets-its-node", VARIANT,
-           "slot.node = _torch.saved_tensors_watched(), _torch.calling_node()",
-           "slot.node = _torch.saved_tensors_watched(), None",
+           "lay.host_nbytes, params, _torch.calling_node())",
+           "lay.host_nbytes, params, None)",
            "a slot knows its forward's autograd node (to tell when that let go of its views)",
            "cpu", ("tests/test_graph_executor_cpu.py::test_compiled_autograd_runs_the_backward_"
                    "and_never_exhausts_the_slots",)),
@@ -1680,4 +1684,53 @@ MUTANTS: tuple[Mutant, ...] = (
            "a set key whose ids new parameters reuse notes the new parameters", "cpu",
            ("tests/test_runtime.py::"
             "test_a_parameter_set_is_noted_again_when_its_key_names_new_parameters",)),
+    Mutant("first-run-copies-an-expanded-output-as-it-is", OUTPUTS,
+           "outs[j] = torch.empty_strided(o.shape, copy_strides(o),",
+           "outs[j] = torch.empty_strided(o.shape, o.stride(),",
+           "an expanded output viewing the slot is copied out dense at an uncaptured run",
+           "cpu", ("tests/test_graph_executor_cpu.py::"
+                   "test_an_expanded_output_is_copied_out_dense",)),
+    Mutant("mixed-norm-statistics-typed-as-the-fake-says", RETYPE,
+           "            retyped |= _retype(node)",
+           "            pass",
+           "a mixed-dtype norm's statistics get the fp32 slots its ATen kernel writes", "cpu",
+           ("tests/test_numerics.py::test_a_mixed_dtype_norm_keeps_its_statistics_in_fp32",)),
+    Mutant("grad-buffer-typed-as-the-gradient", ACCUMULATE,
+           'b.meta["val"] = _buffer_value(outs[i].meta.get("val"), p)',
+           'b.meta["val"] = outs[i].meta.get("val")',
+           "an accumulating twin's .grad buffers have the parameter's layout contract", "cpu",
+           ("tests/test_accumulate.py::"
+            "test_a_grad_buffer_has_its_parameters_layout_under_inductor",)),
+    Mutant("grad-strides-unchecked", AUTOGRAD,
+           "            and obeys_grad_layout(param, grad))",
+           "            )",
+           "a .grad out of autograd's layout contract is left to autograd", "cpu",
+           ("tests/test_accumulate.py::"
+            "test_a_grad_out_of_its_parameters_layout_is_left_to_autograd",
+            "tests/test_accumulate.py::"
+            "test_a_grad_restrided_at_its_address_is_added_as_autograd_does")),
+    Mutant("frozen-parameter-added-into", AUTOGRAD,
+           "        if g is None or not p.requires_grad:",
+           "        if g is None:",
+           "a parameter frozen since its forward gets nothing added into its .grad", "cpu",
+           ("tests/test_accumulate.py::"
+            "test_a_parameter_frozen_before_its_backward_keeps_its_grad",)),
+    Mutant("slot-in-backward-looks-orphaned", RING,
+           "                    s.node = None\n",
+           "                    pass\n",
+           "a slot its backward is reading is never taken as orphaned by another thread", "cpu",
+           ("tests/test_threads.py::"
+            "test_a_slot_in_its_backward_is_never_taken_by_another_thread",)),
+    Mutant("release-gives-back-another-microbatchs-slot", RING,
+           "            if saved is not None and not slot.owns(saved):",
+           "            if False:",
+           "a backward gives back its slot only while its microbatch still holds it", "cpu",
+           ("tests/test_runtime.py::"
+            "test_a_backward_gives_back_only_the_slot_its_microbatch_still_holds",)),
+    Mutant("new-holder-keeps-the-old-node", RING,
+           "            slot.node = node\n",
+           "            slot.node = node or slot.node\n",
+           "a forward taking a slot never inherits the node of the forward before it", "cpu",
+           ("tests/test_runtime.py::"
+            "test_views_outliving_their_autograd_graph_keep_the_old_arenas_and_the_slot_takes_new",)),
 )
