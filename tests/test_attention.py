@@ -97,6 +97,37 @@ def test_attention_with_symbolic_sizes_routes_without_hashing_or_guarding(triton
     assert len(env.guards) == guards
 
 
+def test_attention_of_symbolic_size_writes_logsumexp_by_its_own_kernel(triton_present):
+    """At symbolic sizes attention's output is not contiguous ((B, S, H, D) transposed), so
+    the rule for out= calls that would resize a non-contiguous scratch contiguously
+    (``layouts.unbuilt_scratch``) refused logsumexp its route: a copy per attention, and
+    ``test_attention_writes_its_slot_under_cuda_graphs[dynamic]`` failed on the H100 (run
+    67b). fxslots' own kernel lays scratch out as the op returns it (``attention._place``):
+    the rule is not its."""
+    import operator
+
+    import torch.fx as fx
+    from torch._dynamo.source import ConstantSource
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
+
+    from fxslots.passes import collect
+
+    env = ShapeEnv()
+    b, s = (env.create_unspecified_symint_and_symbol(v, ConstantSource(n), DimDynamic.DYNAMIC)
+            for n, v in (("b", 2), ("s", 48)))
+    graph = fx.Graph()
+    with FakeTensorMode(shape_env=env):
+        qkv = [graph.placeholder(n) for n in "qkv"]
+        for p in qkv:
+            p.meta["val"] = torch.empty(b, s, 4, 16, device="cuda").transpose(1, 2)
+        call = graph.call_function(EFFICIENT, (*qkv, None, True, 0.0, True))
+        call.meta["val"] = EFFICIENT(*(p.meta["val"] for p in qkv), None, True, 0.0, True)
+    lse = graph.call_function(operator.getitem, (call, 1))
+    lse.meta["val"] = call.meta["val"][1]
+    assert not call.meta["val"][0].is_contiguous()
+    assert collect._root(lse, {}).out_overload == "fxslots::efficient_attention.out"
+
+
 def test_efficient_attention_is_copied_where_pytorch_kernel_and_a_copy_are_faster(
         triton_present):
     """The route is taken by cost: a small attention (launches and copies dominate) goes

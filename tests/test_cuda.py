@@ -472,12 +472,13 @@ def test_compiled_autograd_under_real_graphs(where, caplog):
     assert any("outlived its autograd graph" in r.getMessage() for r in caplog.records)
 
 
-@pytest.mark.parametrize("norm", ["batch", "layer", "group"])
+@pytest.mark.parametrize("norm", ["batch"])
 def test_mixed_dtype_norms_under_real_graphs(norm):
-    """A bf16 activation into a norm with fp32 parameters: its statistics are fp32 on CUDA
-    (``passes/retype.py``; torch's fake kernels on CUDA know it for batch and layer norm, not
-    for group norm), saved in fp32 slots (``recompute="none"``), and the steps that capture
-    and replay match aot_eager's, running statistics included."""
+    """A bf16 activation into a batch norm with fp32 parameters (autocast's convolution into
+    it): its statistics are fp32 on CUDA, as torch's fake kernels on CUDA know
+    (``passes/retype.py`` changes nothing there), saved in fp32 slots, and the steps that
+    capture and replay match aot_eager's, running statistics included. (CUDA's layer and group
+    norms refuse fp32 parameters over a bf16 input, in eager too: H100 run 67a.)"""
     from tests.helpers import compiled_twins
     from tests.test_numerics import _MixedNorm, _mixed_input
 

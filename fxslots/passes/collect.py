@@ -247,7 +247,8 @@ def _root(producer: fx.Node, ranges) -> Root | None:
     src_val = _tensor_val(op.args[src]) if src is not None and len(op.args) > src else None
     route = find_route(op.target, v.device.type, None if src_val is None else src_val.device.type,
                        op.args, op.kwargs)
-    if (op is not producer and route.op is not None
+    # fxslots' own kernels lay an empty scratch out as they return it (attention.py)
+    if (op is not producer and route.op is not None and route.op not in OWN_KERNELS
             and (why := unbuilt_scratch(op, output, ranges)) is not None):
         route = dataclasses.replace(route, op=None, why=why, remedy=None)
     return Root(

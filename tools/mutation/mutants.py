@@ -56,6 +56,7 @@ UNALIAS = "fxslots/passes/unalias.py"
 POLICIES = "fxslots/policies.py"
 KERNELS = "fxslots/kernels.py"
 OUTPUTS = "fxslots/runtime/cudagraphs/outputs.py"
+COLLECT = "fxslots/passes/collect.py"
 RETYPE = "fxslots/passes/retype.py"
 ACCUMULATE = "fxslots/passes/accumulate.py"
 AUTOGRAD = "fxslots/_torch/autograd.py"
@@ -1733,4 +1734,11 @@ MUTANTS: tuple[Mutant, ...] = (
            "a forward taking a slot never inherits the node of the forward before it", "cpu",
            ("tests/test_runtime.py::"
             "test_views_outliving_their_autograd_graph_keep_the_old_arenas_and_the_slot_takes_new",)),
+    Mutant("own-kernel-scratch-refused", COLLECT,
+           "route.op is not None and route.op not in OWN_KERNELS",
+           "route.op is not None",
+           "fxslots' own attention kernel keeps its route at symbolic sizes (it lays out its "
+           "scratch itself)", "cpu",
+           ("tests/test_attention.py::"
+            "test_attention_of_symbolic_size_writes_logsumexp_by_its_own_kernel",)),
 )
