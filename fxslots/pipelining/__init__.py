@@ -103,7 +103,29 @@ def compile_stages(schedule: Any, pipeline_plan: PipelinePlan | None = None, *,
                                      dynamic=dynamic, fullgraph=fullgraph)
         log.info("stage %d of %s compiled with fxslots options %s", stage.stage_index,
                  pipeline_plan.schedule, opts)
+    _evaluate_without_grad(schedule)
     return pipeline_plan
+
+
+def _evaluate_without_grad(schedule: Any) -> None:
+    """``schedule.eval`` runs every microbatch's forward with grad enabled and no backward:
+    each would hold its slot (the plan counts the training loop's, one for 1F1B) for as long
+    as the stage keeps its output, and the second found none, then the next ``step`` too.
+    Evaluation reads no gradient, so it runs under ``torch.no_grad()``, which holds no slot."""
+    import functools
+
+    import torch
+
+    run = getattr(schedule, "eval", None)
+    if run is None or getattr(run, "fxslots_no_grad", False):
+        return
+
+    @functools.wraps(run)
+    def evaluate(*args: Any, **kwargs: Any) -> Any:
+        with torch.no_grad():
+            return run(*args, **kwargs)
+    evaluate.fxslots_no_grad = True  # type: ignore[attr-defined]
+    schedule.eval = evaluate
 
 
 def arena_bytes() -> dict[str, int]:
