@@ -29,7 +29,7 @@ from .overlay import warm_up_peaks
 from .passes.lifetimes import allocated_peak
 from .runtime.layout import pack, view_runs
 from .runtime.variant import Accumulate, Deliver
-from .schemas import SavedSet
+from .schemas import SLOT_META, SavedSet
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ def accumulate(bw: fx.GraphModule, static: list[int], options: Options, example_
     ``graphs``: with the form a CUDA graph captures; ``fw``: the forward, whose inputs give
     the buffers their parameters' layout."""
     inputs = [] if fw is None else [p.meta.get("val") for p in fw.graph.find_nodes(
-        op="placeholder")]
+        op="placeholder") if SLOT_META not in p.meta]  # not the slot views it takes last
     return or_without(lambda: _accumulate(bw, static, options, example_inputs, what, graphs,
                                           inputs),
                       f"the accumulating twin of the {what}", "autograd adds its gradients",
@@ -133,7 +133,8 @@ def _accumulate(bw: fx.GraphModule, static: list[int], options: Options, example
     params = tuple(i for i in sorted(static) if i < len(outs) and isinstance(outs[i], fx.Node))
     if not params:
         return None
-    values = [inputs[i] if i < len(inputs) else None for i in params]
+    lead = len(inputs) - len(outs)  # effect tokens come first in the forward's inputs only
+    values = [inputs[i + lead] if lead >= 0 else None for i in params]
     acc = Accumulate(params, observe("accumulate_grads", accumulate_grads, bw, list(params),
                                      params=values,
                                      summary=lambda g: f"{len(params)} gradients added in "

@@ -276,8 +276,12 @@ def bound_to_hints(saved: SavedSet, decisions: Decisions, ctx: OffloadContext) -
         return ()
     at = ", ".join(f"{s}={ctx.hints[s]}" for s in symbols)
     ranged = _torch.declares_ranges()
-    if ranged or not ctx.may_bound:
+    # a guard at a marked size's least value would pin it: Dynamo refuses that as well
+    pinned = any(_torch.symbol_range(ctx.shape_env, s)[0] >= ctx.hints[s] for s in symbols
+                 ) and _torch.declares_ranges(marked=True)
+    if ranged or pinned or not ctx.may_bound:
         why = ("an input has a size range of its own (mark_dynamic min/max)" if ranged
+               else "a size marked dynamic is at its least value" if pinned
                else "Dynamo's recompile limit is near")
         log.warning("fxslots: offload='auto' planned this graph at %s and it will run larger "
                     "shapes too, where its copies may not hide (%s); fxslots.prepare(model, "

@@ -152,10 +152,15 @@ def test_auto_guards_nothing_when_its_plan_falls_back(monkeypatch):
     assert compiles[0] == compiles[1] and fxslots.counters["fallbacks"] >= 1
 
 
-def test_auto_leaves_a_range_the_user_gave_unguarded(caplog):
+@pytest.mark.parametrize("rows,mark,says", [
+    ((64, 96), {"min": 2, "max": 4096}, "a size range of its own"),
+    ((2, 5), {}, "a size marked dynamic is at its least value")], ids=["range", "least"])
+def test_auto_leaves_a_range_the_user_gave_unguarded(caplog, rows, mark, says):
     """``mark_dynamic(..., min=, max=)`` asks for one graph over that range: a guard below it
-    would fail the compile (Dynamo's ConstraintViolationError). Auto plans at the shape it
-    compiles and says so; training goes on, gradients eager's, one graph for both shapes."""
+    would fail the compile (Dynamo's ConstraintViolationError). So would a guard at the least
+    size a plain ``mark_dynamic`` allows (2: it pins the size; found by a review: the first
+    forward raised). Auto plans at the shape it compiles and says so; training goes on,
+    gradients eager's, one graph for both shapes."""
     import logging
 
     torch.manual_seed(0)
@@ -165,14 +170,14 @@ def test_auto_leaves_a_range_the_user_gave_unguarded(caplog):
                       options={"offload": "auto", "link_bandwidth": 1e18})
     compiles = []
     with caplog.at_level(logging.WARNING, logger="fxslots"):
-        for rows in (64, 96):
-            x = torch.randn(rows, 64)
-            torch._dynamo.mark_dynamic(x, 0, min=2, max=4096)
+        for n in rows:
+            x = torch.randn(n, 64)
+            torch._dynamo.mark_dynamic(x, 0, **mark)
             c(x).sum().backward()
             eager(x).sum().backward()
             compiles.append(fxslots.counters["compiles"])
     assert compiles[0] == compiles[1]
-    assert [r for r in caplog.records if "a size range of its own" in r.getMessage()]
+    assert [r for r in caplog.records if says in r.getMessage()]
     for a, b in zip(model.parameters(), eager.parameters(), strict=True):
         assert torch.equal(a.grad, b.grad)
 

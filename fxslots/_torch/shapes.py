@@ -34,15 +34,19 @@ def recompile_limit() -> int:
     return int(getattr(config, "recompile_limit", getattr(config, "cache_size_limit", 8)))
 
 
-def declares_ranges() -> bool:
+def declares_ranges(marked: bool = False) -> bool:
     """Whether an input of the graph being compiled has a size range its user declared
     (``torch._dynamo.mark_dynamic(t, dim, min=, max=)``): Dynamo fails the compile when a
-    guard narrows it (ConstraintViolationError), so no guard may."""
+    guard narrows it (ConstraintViolationError), so no guard may. ``marked``: or any dimension
+    marked dynamic (``mark_dynamic(t, dim)``), which a guard may narrow but not pin to one
+    size."""
     import torch
-    from torch.fx.experimental.symbolic_shapes import StrictMinMaxConstraint
+    from torch.fx.experimental.symbolic_shapes import (RelaxedUnspecConstraint,
+                                                       StrictMinMaxConstraint)
 
+    kinds = (StrictMinMaxConstraint, RelaxedUnspecConstraint) if marked else StrictMinMaxConstraint
     contexts = getattr(torch._guards.TracingContext.try_get(), "tensor_to_context", None)
-    return any(isinstance(dim, StrictMinMaxConstraint)
+    return any(isinstance(dim, kinds)
                for c in (list(contexts.values()) if contexts is not None else ())
                for dim in (getattr(c, "constraint_sizes", None) or ()))
 

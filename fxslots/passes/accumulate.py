@@ -89,7 +89,7 @@ def _buffer_value(grad: Any, param: Any) -> Any:
     layout contract (``geometry.grad_strides``), which autograd keeps its ``.grad`` in and the
     runtime checks; the gradient itself may have others (a convolution's weight gradient for a
     channels_last input is channels_last)."""
-    if not (_torch.is_fake(grad) and isinstance(param, torch.Tensor)):
+    if not (_torch.is_fake(grad) and isinstance(param, torch.Tensor)) or param.shape != grad.shape:
         return grad
     with grad.fake_mode:
         return torch.empty_strided(grad.shape, grad_strides(param), dtype=grad.dtype,

@@ -57,6 +57,8 @@ POLICIES = "fxslots/policies.py"
 KERNELS = "fxslots/kernels.py"
 OUTPUTS = "fxslots/runtime/cudagraphs/outputs.py"
 COLLECT = "fxslots/passes/collect.py"
+PIPELINING = "fxslots/pipelining/__init__.py"
+GRADS = "fxslots/grads.py"
 RETYPE = "fxslots/passes/retype.py"
 ACCUMULATE = "fxslots/passes/accumulate.py"
 AUTOGRAD = "fxslots/_torch/autograd.py"
@@ -1741,4 +1743,14 @@ MUTANTS: tuple[Mutant, ...] = (
            "scratch itself)", "cpu",
            ("tests/test_attention.py::"
             "test_attention_of_symbolic_size_writes_logsumexp_by_its_own_kernel",)),
+    Mutant("schedule-eval-with-grad", PIPELINING,
+           "    _evaluate_without_grad(schedule)\n",
+           "    pass\n",
+           "compile_stages runs the schedule's own eval under no_grad (it holds no slots)", "cpu",
+           ("tests/test_pipeline_schedules.py::test_the_schedules_own_eval_runs_between_steps",)),
+    Mutant("auto-guard-pins-a-marked-size", OFFLOADING,
+           "    if ranged or pinned or not ctx.may_bound:",
+           "    if ranged or not ctx.may_bound:",
+           "auto never guards a size marked dynamic down to its least value", "cpu",
+           ("tests/test_offload.py::test_auto_leaves_a_range_the_user_gave_unguarded",)),
 )
