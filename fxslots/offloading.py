@@ -269,19 +269,19 @@ def bound_to_hints(saved: SavedSet, decisions: Decisions, ctx: OffloadContext) -
     it was planned at: Dynamo compiles a larger shape again, and auto plans it at its own size.
     Returns those (symbol, hint) bounds. None within a range the user gave
     (``mark_dynamic(..., max=)``: a guard below it would fail the compile) or past half
-    Dynamo's recompile limit: the plan stands there, with a warning."""
+    Dynamo's recompile limit: the plan stands there, with a warning. Where sizes are marked
+    dynamic, none at its least value (a guard there would pin it, which Dynamo refuses too)."""
     chosen = [g for g in saved.groups if decisions.get(g.id, (False, ""))[0]]
     symbols = sorted({s for g in chosen for s in g.nbytes.free_symbols if s in ctx.hints}, key=str)
     if not symbols or ctx.shape_env is None:
         return ()
     at = ", ".join(f"{s}={ctx.hints[s]}" for s in symbols)
+    if _torch.declares_ranges(marked=True):
+        symbols = [s for s in symbols if _torch.symbol_range(ctx.shape_env, s)[0] < ctx.hints[s]]
     ranged = _torch.declares_ranges()
-    # a guard at a marked size's least value would pin it: Dynamo refuses that as well
-    pinned = any(_torch.symbol_range(ctx.shape_env, s)[0] >= ctx.hints[s] for s in symbols
-                 ) and _torch.declares_ranges(marked=True)
-    if ranged or pinned or not ctx.may_bound:
+    if ranged or not symbols or not ctx.may_bound:
         why = ("an input has a size range of its own (mark_dynamic min/max)" if ranged
-               else "a size marked dynamic is at its least value" if pinned
+               else "a size marked dynamic is at its least value" if not symbols
                else "Dynamo's recompile limit is near")
         log.warning("fxslots: offload='auto' planned this graph at %s and it will run larger "
                     "shapes too, where its copies may not hide (%s); fxslots.prepare(model, "
