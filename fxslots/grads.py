@@ -151,7 +151,8 @@ def _accumulate(bw: fx.GraphModule, static: list[int], options: Options, example
     flush = flush_bytes_for(sum(value_bytes(outs[i]) for i in params))
     fuse = options.grad_accumulation == "fused"
     captured = observe("accumulate_grads_in_groups", accumulate_grads, bw, list(params), flush,
-                       fuse, values, summary=lambda g: f"captured: gradients added every {flush} bytes"
+                       fuse, values,
+                       summary=lambda g: f"captured: gradients added every {flush} bytes"
                        + (f", {_fused(g)} by their matrix product" if fuse else ""))
     return dataclasses.replace(acc, captured=captured)
 

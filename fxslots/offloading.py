@@ -277,7 +277,8 @@ def bound_to_hints(saved: SavedSet, decisions: Decisions, ctx: OffloadContext) -
         return ()
     at = ", ".join(f"{s}={ctx.hints[s]}" for s in symbols)
     if _torch.declares_ranges(marked=True):
-        symbols = [s for s in symbols if _torch.symbol_range(ctx.shape_env, s)[0] < ctx.hints[s]]
+        symbols = [s for s in symbols
+                   if _torch.symbol_range(ctx.shape_env, s)[0] < ctx.hints[s]]
     ranged = _torch.declares_ranges()
     if ranged or not symbols or not ctx.may_bound:
         why = ("an input has a size range of its own (mark_dynamic min/max)" if ranged

@@ -71,8 +71,9 @@ def test_each_pass_logs_one_line(caplog):
         m(torch.randn(4, 16)).sum().backward()
     passes = [r.getMessage().split(":")[0] for r in caplog.records
               if r.name == "fxslots.passes"]
-    assert passes == ["tag_recompute", "retype_statistics", "collect_saved", "plan_arena", "rewrite_forward",
-                      "share_slot", "verify_forward", "unalias_outputs", "accumulate_grads"]
+    assert passes == ["tag_recompute", "retype_statistics", "collect_saved", "plan_arena",
+                      "rewrite_forward", "share_slot", "verify_forward", "unalias_outputs",
+                      "accumulate_grads"]
 
 
 def test_torch_logs_enables_fxslots_logging():

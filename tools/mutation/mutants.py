@@ -1735,7 +1735,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "            slot.node = node or slot.node\n",
            "a forward taking a slot never inherits the node of the forward before it", "cpu",
            ("tests/test_runtime.py::"
-            "test_views_outliving_their_autograd_graph_keep_the_old_arenas_and_the_slot_takes_new",)),
+            "test_views_outliving_their_autograd_graph_keep_the_old_arenas_and_the_slot_"
+            "takes_new",)),
     Mutant("own-kernel-scratch-refused", COLLECT,
            "route.op is not None and route.op not in OWN_KERNELS",
            "route.op is not None",
@@ -1749,8 +1750,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "compile_stages runs the schedule's own eval under no_grad (it holds no slots)", "cpu",
            ("tests/test_pipeline_schedules.py::test_the_schedules_own_eval_runs_between_steps",)),
     Mutant("auto-guard-pins-a-marked-size", OFFLOADING,
-           "        symbols = [s for s in symbols if _torch.symbol_range(ctx.shape_env, s)[0] < ctx.hints[s]]",
-           "        pass",
+           "                   if _torch.symbol_range(ctx.shape_env, s)[0] < ctx.hints[s]]",
+           "                   if True]",
            "auto never guards a size marked dynamic down to its least value", "cpu",
            ("tests/test_offload.py::test_auto_leaves_a_range_the_user_gave_unguarded",)),
 )
