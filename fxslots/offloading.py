@@ -3,14 +3,13 @@
 A policy takes the saved set, its argument and the cost context, and returns
 ``{group id: (offloaded?, why)}`` for every group it could offload. ``options={"offload": ...}``
 selects one: "none", "all", "above:<bytes>", "auto" or "auto:<share>", an int (a budget of
-device bytes per slot), or a callable over a ``SavedTensor`` (offload a group when it is true
-for a member).
+device bytes per slot), or a predicate over a ``SavedTensor``.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import sympy
@@ -21,7 +20,8 @@ from . import _torch
 from .costs import DeviceCaps, graph_seconds
 from .geometry import evaluate, symbol_values
 from .passes.plan import copied_whole
-from .schemas import SavedSet, Source
+from .printing import mib
+from .schemas import SavedSet, SavedTensor, Source
 
 log = logging.getLogger(__name__)
 Decisions = dict[int, tuple[bool, str]]
@@ -101,10 +101,6 @@ def group_bytes(saved: SavedSet, nbytes: sympy.Expr, largest: bool = False) -> i
     return 0 if env is None else evaluate(nbytes, env)
 
 
-def mib(n: int) -> str:
-    return f"{n} B" if n < 2**20 else f"{n / 2**20:.2f} MiB"
-
-
 def offload_none(saved: SavedSet, arg: Any, ctx: OffloadContext) -> Decisions:
     return {}
 
@@ -136,13 +132,9 @@ def offload_budget(saved: SavedSet, arg: Any, ctx: OffloadContext) -> Decisions:
 
 
 # The share of the forward's (and backward's) time that "auto" fills with copies. Copies beside
-# compute slow it even when they hide (H200 run 28b-e, no fxslots: 40 MiB beside a captured
-# chain of small kernels cost it 1.4-2.8%), and a smaller share moves fewer bytes for a smaller
-# cost. On llama-small (paired against none, H200 run 47a) shares 1 / 0.9 / 0.8 / 0.7 / 0.6
-# moved 86 / 78.5 / 69.5 / 60 / 50.5 MiB a forward at 1.039x / 1.036x / 1.033x / 1.025x /
-# 1.028x (0.80 to 0.47 of what the link carries in the measured forward, H100 run 47c): most
-# of the cost does not shrink with the bytes (memset nodes wait for the reloads, runs 48-50),
-# so the default fills the link and "auto:<share>" trades.
+# compute slow it even where they hide, mostly by a part that does not shrink with the bytes
+# (runs 28 and 47-50, docs/design.md "A share of the link"), so the default fills the link and
+# "auto:<share>" trades bytes for time.
 AUTO_SHARE = 1.0
 
 
@@ -188,11 +180,24 @@ def reloads_fit(reloads: list[tuple[float, float]]) -> bool:
 
 
 def offload_if(predicate: Callable[[Any], bool]):
+    """A group goes when ``predicate`` is true for a member, at the sizes being compiled for (a
+    comparison of symbolic sizes has no truth value): ``fxslots.prepare`` compiles the largest
+    first, and the choice holds at every shape the graph runs."""
     def policy(saved: SavedSet, arg: Any, ctx: OffloadContext) -> Decisions:
-        return {g.id: (any(predicate(saved.tensor(m)) for m in g.members),
-                       f"predicate {getattr(predicate, '__name__', predicate)}")
+        name = getattr(predicate, "__name__", predicate)
+        at = ", ".join(f"{s}={v}" for s, v in sorted(ctx.hints.items(), key=str))
+        return {g.id: (any(predicate(at_sizes(saved.tensor(m), ctx.hints)) for m in g.members),
+                       f"predicate {name}" + (f" (decided at {at})" if at else ""))
                 for g in offloadable(saved)}
     return policy
+
+
+def at_sizes(t: SavedTensor, hints: dict) -> SavedTensor:
+    """``t`` with the symbols of ``hints`` set to their values."""
+    def value(e: Any) -> Any:
+        return sympy.sympify(e).xreplace(hints)
+    return replace(t, shape=tuple(map(value, t.shape)), stride=tuple(map(value, t.stride)),
+                   storage_offset=value(t.storage_offset))
 
 
 OFFLOAD: dict[str, Callable[[SavedSet, Any, OffloadContext], Decisions]] = {
@@ -262,15 +267,14 @@ def choose_offload(spec: Any, saved: SavedSet, ctx: OffloadContext
 
 
 def bound_to_hints(saved: SavedSet, decisions: Decisions, ctx: OffloadContext) -> tuple:
-    """Auto's choice holds up to the shape it was timed at: a larger one moves more bytes
-    under compute that grows less (each kernel's fixed cost), so the copies stop hiding (H200
-    run 27c: planned at sequence 256 and run at 512, 148 MiB a forward, 1.27x no offload).
-    So a dynamic graph with groups offloaded is to be guarded on its sizes being at most those
-    it was planned at: Dynamo compiles a larger shape again, and auto plans it at its own size.
-    Returns those (symbol, hint) bounds. None within a range the user gave
-    (``mark_dynamic(..., max=)``: a guard below it would fail the compile) or past half
-    Dynamo's recompile limit: the plan stands there, with a warning. Where sizes are marked
-    dynamic, none at its least value (a guard there would pin it, which Dynamo refuses too)."""
+    """Auto's choice holds up to the shape it was timed at: a larger one moves more bytes under
+    compute that grows less, so the copies stop hiding (H200 run 27c: planned at sequence 256,
+    run at 512, 1.27x no offload). So a dynamic graph with groups offloaded is guarded on its
+    sizes being at most those: Dynamo compiles a larger shape again, planned at its own size.
+    Returns those (symbol, hint) bounds; none within a range the user gave (``mark_dynamic``
+    min/max: a guard below it fails the compile) or past half Dynamo's recompile limit (the
+    plan stands, with a warning), and none on a marked size at its least value (a guard there
+    would pin it, which Dynamo refuses too)."""
     chosen = [g for g in saved.groups if decisions.get(g.id, (False, ""))[0]]
     symbols = sorted({s for g in chosen for s in g.nbytes.free_symbols if s in ctx.hints}, key=str)
     if not symbols or ctx.shape_env is None:

@@ -23,6 +23,10 @@ def dtype_str(dtype: torch.dtype) -> str:
     return _DTYPES.get(dtype, str(dtype).replace("torch.", ""))
 
 
+def mib(n: int) -> str:
+    return f"{n} B" if n < 2**20 else f"{n / 2**20:.2f} MiB"
+
+
 def shape_str(dtype: torch.dtype, shape) -> str:
     return f"{dtype_str(dtype)}[{', '.join(str(s) for s in shape)}]"
 

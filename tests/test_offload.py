@@ -7,6 +7,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import operator
+import re
+import warnings
 
 import pytest
 import torch
@@ -423,6 +425,30 @@ def test_dynamic_shapes_are_sized_at_the_shape_compiled():
     fxslots.reset()
     slow = _plan(Llama(cfg), args, dynamic=True, offload="auto", link_bandwidth=1.0)
     assert slow.plan.offloaded_bytes == 0
+
+
+def test_a_predicate_over_sizes_decides_at_the_shape_compiled():
+    """Under dynamic shapes a predicate sees the sizes being compiled for, and its reason says
+    which: as symbols they compare to no truth value, and such a graph ran without slots
+    (found by a review). ``fxslots.prepare`` compiles the largest first."""
+    cfg = SIZES["llama-tiny"]
+
+    def large(t):
+        return t.nbytes >= 8192
+    offloaded = []
+    for seq in (4, 32):
+        fxslots.reset()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            g = _plan(Llama(cfg), batch(cfg, 2, seq), dynamic=True, offload=large)
+        offloaded.append(g.plan.offloaded_bytes != 0)
+    assert offloaded == [False, True]
+    (why,) = {p.reason for p in g.plan.placements if p.write is Write.OFFLOAD}
+    assert re.fullmatch(r"predicate large \(decided at s\d+=\d+, s\d+=\d+\)", why), why
+    assert "=32" in why
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _rows_train_bitwise(compiled_twins(MLP, {"offload": large}, True), (32, 5, 40), (16,))
 
 
 # The offload window (issue 10, item 1-2): the planners on plain numbers, then on graphs.

@@ -37,7 +37,8 @@ import torch.fx as fx
 
 from .. import streams
 from ..costs import DeviceCaps, graph_seconds, value_bytes
-from ..offloading import mib, offload_window
+from ..offloading import offload_window
+from ..printing import mib
 from ..schemas import ArenaPlan, SavedSet, Transfers, Write
 from ..schemas import SLOT_META
 

@@ -1754,4 +1754,9 @@ MUTANTS: tuple[Mutant, ...] = (
            "                   if True]",
            "auto never guards a size marked dynamic down to its least value", "cpu",
            ("tests/test_offload.py::test_auto_leaves_a_range_the_user_gave_unguarded",)),
+    Mutant("predicate-sees-symbolic-sizes", OFFLOADING,
+           "predicate(at_sizes(saved.tensor(m), ctx.hints))",
+           "predicate(saved.tensor(m))",
+           "an offload predicate sees the sizes being compiled for, not symbols", "cpu",
+           ("tests/test_offload.py::test_a_predicate_over_sizes_decides_at_the_shape_compiled",)),
 )
