@@ -48,8 +48,10 @@ _NORMS = {
 def _is_uncopyable_norm(node) -> bool:
     out = _NORMS.get(node.target)
     val = node.meta.get("val")
-    device = val[0].device.type if isinstance(val, (tuple, list)) and val else None
-    return out is not None and device is not None and not _torch.has_device_kernel(out, device)
+    first = val[0] if isinstance(val, (tuple, list)) and val else None
+    # other ops' outputs may hold None (a custom op's value (None, its updated input))
+    return (out is not None and isinstance(first, torch.Tensor)
+            and not _torch.has_device_kernel(out, first.device.type))
 
 
 def is_host_scalar(node) -> bool:

@@ -156,6 +156,47 @@ def test_norms_are_recomputed_in_backward_instead_of_copied():
     assert_equal(ours, ref, exact=True)  # the same kernel on the same input
 
 
+@torch.library.custom_op("fxslots_tests::add_into", mutates_args=("buf",))
+def _add_into(buf: torch.Tensor, x: torch.Tensor) -> None:
+    buf.add_(x)
+
+
+@_add_into.register_fake
+def _(buf, x):
+    return None
+
+
+class _MutatesAnIntermediate(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        t = torch.tanh(self.lin(x))
+        s = t.detach() * 1.0
+        _add_into(s, x)  # functionalized: a node whose value is (None, the updated s)
+        return t * s
+
+
+@pytest.mark.parametrize("recompute", ["none", "norms", "pointwise"])
+def test_a_custom_op_updating_an_intermediate_keeps_its_slots(recompute):
+    """Found by a review: the norm policy read the device of any op's first output, and a
+    custom op returning None (its value ``(None, updated)``) made every such graph run without
+    slots, or fail under strict=True, with recompute "norms" (the default) and "pointwise"."""
+    from tests.helpers import compiled_twins
+
+    ours, ref, f, g = compiled_twins(_MutatesAnIntermediate,
+                                     {"strict": True, "recompute": recompute})
+    for _ in range(2):
+        x = torch.randn(4, 8)
+        a, b = f(x), g(x)
+        assert torch.equal(a, b)
+        a.sum().backward()
+        b.sum().backward()
+    for p, q in zip(ours.parameters(), ref.parameters(), strict=True):
+        assert torch.equal(p.grad, q.grad)
+
+
 class _ScaledScores(torch.nn.Module):
     def __init__(self):
         super().__init__()

@@ -1759,4 +1759,11 @@ MUTANTS: tuple[Mutant, ...] = (
            "predicate(saved.tensor(m))",
            "an offload predicate sees the sizes being compiled for, not symbols", "cpu",
            ("tests/test_offload.py::test_a_predicate_over_sizes_decides_at_the_shape_compiled",)),
+    Mutant("norm-policy-reads-none", POLICIES,
+           "    return (out is not None and isinstance(first, torch.Tensor)",
+           "    return (first.device is not None and out is not None",
+           "the norm recompute policy reads no device off another op's outputs (None among them)",
+           "cpu",
+           ("tests/test_numerics.py::"
+            "test_a_custom_op_updating_an_intermediate_keeps_its_slots",)),
 )
