@@ -423,3 +423,31 @@ def test_soak_cuda_memory_flat():
     assert arena_state() == arenas
     assert settled_allocated() == allocated
     assert pending() == 0
+
+
+@pytest.mark.cuda
+def test_an_output_viewing_a_parameter_keeps_no_forward_alive():
+    """The CPU test ``test_an_output_viewing_a_parameter_is_a_new_tensor_at_each_replay`` on
+    real CUDA graphs: each replay hands a new tensor over the parameter's bytes, a forward
+    dropped without its backward gives its slot back, and the gradients are eager's."""
+    import weakref
+
+    from tests.test_graph_executor_cpu import _SharesItsWeight
+
+    fxslots.reset()
+    torch.manual_seed(0)
+    model = _SharesItsWeight().cuda()
+    eager = copy.deepcopy(model)
+    c, before = torch.compile(model, backend="fxslots", options={"slots": 1}), None
+    for step in range(6):
+        x = torch.randn(4, 8, device="cuda")
+        y, w = c(x)
+        assert before is None or before() is not w
+        if step != 3:  # dropped without its backward
+            (y.sum() + (w * w).sum()).backward()
+            ey, ew = eager(x)
+            (ey.sum() + (ew * ew).sum()).backward()
+        before = weakref.ref(w)
+        del y, w
+    assert fxslots.counters["captures"] > 0
+    assert_close_grads(model, eager)

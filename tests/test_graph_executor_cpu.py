@@ -13,6 +13,7 @@ import contextlib
 import copy
 import os
 import warnings
+import weakref
 
 import pytest
 import torch
@@ -807,3 +808,55 @@ def test_as_strided_at_an_offset_of_a_saved_activation(request, graphs, offset):
             assert torch.equal(p.grad, q.grad), step
     assert fxslots.counters["fallbacks"] == int(offset)
     assert fxslots.counters["uncaptured_graphs"] == 0
+
+
+class _ScaleAndShare(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x * w, w.detach()  # the second output is the parameter's bytes
+
+    @staticmethod
+    def backward(ctx, g, gw):
+        x, w = ctx.saved_tensors
+        return g * w, (g * x).sum(0) + gw
+
+
+class _SharesItsWeight(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(8, 8)
+        self.w = torch.nn.Parameter(torch.randn(8))
+
+    def forward(self, x):
+        return _ScaleAndShare.apply(torch.tanh(self.a(x)), self.w)
+
+
+def test_an_output_viewing_a_parameter_is_a_new_tensor_at_each_replay(stand_in_graphs):
+    """Found by a review: a replay handed back the captured object for an output over a
+    parameter's bytes. Autograd sets a differentiable output's grad_fn on the object itself,
+    so an earlier microbatch's output took the later one's node (its backward read the later
+    microbatch's saved tensors: a wrong gradient), and the object kept the last forward's
+    graph and slot alive (slots=1 ran out after a forward dropped without its backward)."""
+    ours, ref, f, g = compiled_twins(_SharesItsWeight, {"slots": 2})
+    for step in range(4):
+        xs = [torch.randn(4, 8) for _ in range(2)]
+        outs = [f(x) for x in xs]
+        assert outs[0][1] is not outs[1][1]
+        for y, w in outs:
+            (y.sum() + (w * w).sum()).backward()
+        for x in xs:
+            y, w = g(x)
+            (y.sum() + (w * w).sum()).backward()
+        for p, q in zip(ours.parameters(), ref.parameters(), strict=True):
+            assert torch.equal(p.grad, q.grad), step
+    assert _StandInGraph.replays > 0
+    fxslots.reset()
+    f, before = torch.compile(_SharesItsWeight(), backend="fxslots", options={"slots": 1}), None
+    for step in range(6):
+        y, w = f(torch.randn(4, 8))
+        assert before is None or before() is not w
+        if step != 3:  # a forward dropped without its backward gives its slot back
+            y.sum().backward()
+        before = weakref.ref(w)
+        del y, w

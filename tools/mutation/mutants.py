@@ -954,8 +954,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "the compute stream joins a reload before the backward reads it", "cuda",
            ("tests/test_cuda.py::test_offload_stays_ordered_with_a_slow_side_stream",)),
     Mutant("norms-saved-and-copied", POLICIES,
-           "    return out is not None and device is not None and not _torch.has_device_kernel",
-           "    return False and device is not None and not _torch.has_device_kernel",
+           "            and not _torch.has_device_kernel(out, first.device.type))",
+           "            and False)",
            "a layer or group norm no kernel writes into given memory is recomputed in backward "
            "instead of copied into the slot", "cpu",
            ("tests/test_numerics.py::test_norms_are_recomputed_in_backward_instead_of_copied",)),
@@ -1766,4 +1766,10 @@ MUTANTS: tuple[Mutant, ...] = (
            "cpu",
            ("tests/test_numerics.py::"
             "test_a_custom_op_updating_an_intermediate_keeps_its_slots",)),
+    Mutant("replay-hands-back-one-parameter-view", OUTPUTS,
+           "            result[j] = result[j].detach()\n",
+           "            pass\n",
+           "a replay hands out a new tensor for an output over a parameter's bytes", "cpu",
+           ("tests/test_graph_executor_cpu.py::"
+            "test_an_output_viewing_a_parameter_is_a_new_tensor_at_each_replay",)),
 )

@@ -16,7 +16,9 @@ _CPU = torch.device("cpu")
 
 
 class OutKind(enum.Enum):
-    CONST = "const"  # the same object at every replay: not a tensor, or a view of a parameter
+    CONST = "const"  # not a tensor (the same object at every replay), or a view of a parameter
+    # (a new alias of it at each: autograd sets a differentiable output's grad_fn on the very
+    # object, and one object would keep the last forward's graph and slot alive)
     SLOT = "slot"  # a view of the slot's device arena, rebuilt over each forward's alias
     HOST = "host"  # a view of the slot's host arena, the same way
     BUFFER = "buffer"  # a view of an output buffer (a backward's gradients: the region's; a
@@ -50,6 +52,7 @@ class Captured:
     _collapse: tuple = field(default=(None, None), init=False)  # (Collapse, outputs kept)
     _values: list = field(default_factory=list, init=False)  # what results() starts from
     _static: tuple = field(default=((), ()), init=False)  # static's indices, its data_ptrs
+    _params: list = field(default_factory=list, init=False)  # CONST tensors' indices
 
     # (output index, kind, geometry) of each output in the slot's arenas: what
     # ``results(..., tokens=True)`` hands out as one token per arena.
@@ -59,6 +62,8 @@ class Captured:
     def __post_init__(self) -> None:
         self._static = ([i for i, _ in self.static], [ptr for _, ptr in self.static])
         self._values = [o.value for o in self.outs]
+        self._params = [j for j, o in enumerate(self.outs)
+                        if o.kind is OutKind.CONST and isinstance(o.value, torch.Tensor)]
         self.saved_outs = tuple((j, o.kind, o.geometry) for j, o in enumerate(self.outs)
                                 if o.kind in (OutKind.SLOT, OutKind.HOST))
         # Grouped once here, not at every replay.
@@ -102,6 +107,8 @@ class Captured:
         per forward. ``collapse`` (with tokens; ``runtime.collapse``): one token per arena, the
         other places left out, where this capture's saved outputs are the ones it expects."""
         result = self._values.copy()
+        for j in self._params:
+            result[j] = result[j].detach()
         if self._pool[0]:
             self._copy_out(result, device, out)
         sources = (aliases[0], aliases[1], delivered[0], delivered[1])
