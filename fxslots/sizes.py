@@ -30,6 +30,15 @@ def rows_dense(v: torch.Tensor) -> bool:
     return row_major(shape, stride)
 
 
+def format_dense(v: torch.Tensor) -> bool:
+    """Whether ``v`` is dense in a memory format at every shape: row-major, or channels-last
+    (its dimension 1 innermost) where it has 4 or 5 dimensions."""
+    _, (_, shape, stride) = sizes_of(v)
+    last = [0, *range(2, len(shape)), 1]
+    return row_major(shape, stride) or (len(shape) in (4, 5) and row_major(
+        [shape[i] for i in last], [stride[i] for i in last]))
+
+
 def same_geometry(u: Any, v: Any) -> bool:
     """Whether values ``u`` and ``v`` are tensors of one dtype, device, shape and stride, as
     expressions: comparing symbolic sizes themselves would add guards."""

@@ -496,3 +496,39 @@ def test_mixed_dtype_norms_under_real_graphs(norm):
         for p, q in zip(ours.parameters(), ref.parameters(), strict=True):
             torch.testing.assert_close(p.grad, q.grad, msg=str(step))
     assert fxslots.counters["captures"] > captures
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("layout", ["transposed", "channels_last"])
+def test_batch_norm_over_a_sparse_or_channels_last_input_trains_as_aot_eager(layout):
+    """``tests/test_routes.py``'s batch norm over a transposed input (whose CPU out= kernel
+    computes wrong values: refused on every device) and over channels_last (written into its
+    slot), on CUDA under CUDA graphs: outputs, gradients and running statistics aot_eager's.
+    Also prints whether CUDA's out= kernel itself is right over the transposed input."""
+    from tests.helpers import compiled_twins
+    from tests.test_routes import _BatchNormOver
+
+    aten = torch.ops.aten
+    x = torch.randn(2, 5, 8, device="cuda").transpose(1, 2)
+    args = (torch.randn(8, device="cuda"), torch.randn(8, device="cuda"),
+            torch.zeros(8, device="cuda"), torch.ones(8, device="cuda"), True, 0.1, 1e-5)
+    want = aten._native_batch_norm_legit_functional(x, *args)
+    out, mean, invstd = torch.empty_like(want[0]), torch.empty(8, device="cuda"), \
+        torch.empty(8, device="cuda")
+    aten._native_batch_norm_legit.out(x, *args, out=out, save_mean=mean, save_invstd=invstd)
+    print("CUDA batch norm out= over a transposed input right:",
+          torch.allclose(out, want[0], atol=1e-5) and torch.allclose(mean, want[1], atol=1e-5))
+    ours, ref, f, g = compiled_twins(lambda: _BatchNormOver(layout).cuda(), {"slots": 1})
+    shape = (2, 5, 8) if layout == "transposed" else (2, 8, 4, 4)
+    for step in range(4):
+        x = torch.randn(shape, device="cuda")
+        if layout == "channels_last":
+            x = x.to(memory_format=torch.channels_last)
+        outs = [f(x), g(x)]
+        for o in outs:
+            o.square().mean().backward()
+        torch.testing.assert_close(outs[0], outs[1], msg=str(step))
+        for p, q in zip(ours.state_dict().values(), ref.state_dict().values(), strict=True):
+            torch.testing.assert_close(p, q, msg=str(step))
+        for p, q in zip(ours.parameters(), ref.parameters(), strict=True):
+            torch.testing.assert_close(p.grad, q.grad, msg=str(step))

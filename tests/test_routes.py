@@ -192,3 +192,52 @@ def test_padded_and_filled_values_are_written_into_the_slot_bitwise(kernels):
         for op in ("zeros", "full"):
             assert f"aten.{op}.out(" in rec.forward_after, op
         assert evaluate(rec.plan.copy_free_bytes, {}) == evaluate(rec.plan.slot_bytes, {}) > 0
+
+
+class _BatchNormOver(torch.nn.Module):
+    """BatchNorm1d over a (B, T, C) input turned (B, C, T), or BatchNorm2d over channels_last."""
+
+    def __init__(self, layout):
+        super().__init__()
+        self.layout = layout
+        self.bn = torch.nn.BatchNorm1d(8) if layout == "transposed" else torch.nn.BatchNorm2d(8)
+
+    def forward(self, x):
+        if self.layout == "transposed":
+            x = x.transpose(1, 2)
+        return torch.tanh(self.bn(x))
+
+
+@pytest.mark.parametrize("layout", ["transposed", "channels_last"])
+def test_batch_norm_writes_into_the_slot_only_over_a_dense_input(layout):
+    """CPU batch norm's out= kernel computes garbage statistics and outputs for an input not
+    dense in a memory format, where the functional kernel is right (found by a review: a
+    transposed input trained on wrong values with no error). Such a norm is copied;
+    over a channels_last input it still writes its slot. Outputs, gradients and running
+    statistics bitwise aot_eager's."""
+    import fxslots
+    from fxslots.report import recording
+    from tests.helpers import compiled_twins
+
+    shape = (2, 5, 8) if layout == "transposed" else (2, 8, 4, 4)
+    fxslots.reset()
+    ours, ref, f, g = compiled_twins(lambda: _BatchNormOver(layout), {"recompute": "none"})
+    with recording() as records:
+        for _ in range(2):
+            x = torch.randn(shape)
+            if layout == "channels_last":
+                x = x.to(memory_format=torch.channels_last)
+            a, b = f(x), g(x)
+            assert torch.equal(a, b)
+            a.square().mean().backward()
+            b.square().mean().backward()
+    for p, q in zip(ours.state_dict().values(), ref.state_dict().values(), strict=True):
+        assert torch.equal(p, q)
+    for p, q in zip(ours.parameters(), ref.parameters(), strict=True):
+        assert torch.equal(p.grad, q.grad)
+    (rec,) = [r for r in records if r.plan is not None]
+    written = "_native_batch_norm_legit.out(" in rec.forward_after
+    assert written == (layout == "channels_last")
+    if layout == "transposed":
+        assert any("out= kernel computes wrong values" in (g.root.why_not_out or "")
+                   for g in rec.saved.groups if g.root is not None)

@@ -1772,4 +1772,10 @@ MUTANTS: tuple[Mutant, ...] = (
            "a replay hands out a new tensor for an output over a parameter's bytes", "cpu",
            ("tests/test_graph_executor_cpu.py::"
             "test_an_output_viewing_a_parameter_is_a_new_tensor_at_each_replay",)),
+    Mutant("batch-norm-out-over-a-sparse-input", "fxslots/routes.py",
+           "    if (sparse := _sparse_input(target, args)) is not None:\n",
+           "    if False:\n",
+           "batch norm's out= kernel never writes the result of an input not dense in a memory "
+           "format", "cpu",
+           ("tests/test_routes.py::test_batch_norm_writes_into_the_slot_only_over_a_dense_input",)),
 )
