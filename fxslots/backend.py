@@ -68,9 +68,8 @@ def fxslots_backend(gm: fx.GraphModule, example_inputs: list[Any], *,
         if isinstance(e, UnsupportedGraphError) or _torch.is_dynamo_signal(e):
             raise
         # A failure of the user's own code raises again in the plain trace.
-        fall_back(f"graph {_torch.compile_id() or '?'}: tracing it failed: "
-                  f"{failure_reason(e)}", opts.strict)
-        return trace_plainly(gm, example_inputs)
+        why = f"graph {_torch.compile_id() or '?'}: tracing it failed: {failure_reason(e)}"
+        return trace_plainly(gm, example_inputs, fall_back(why, opts.strict))
 
 
 class _Compiler:

@@ -10,9 +10,11 @@ from . import _torch, state
 from .errors import UnsupportedGraphError, failure_reason
 
 
-def fall_back(reason: str, strict: bool) -> None:
-    """Report that a graph runs without slots because of ``reason``; raises in strict mode."""
+def fall_back(reason: str, strict: bool) -> str:
+    """Report that a graph runs without slots because of ``reason``; raises in strict mode.
+    Returns ``reason``."""
     _report("fallbacks", f"fxslots: this graph runs without slots: {reason}", strict)
+    return reason
 
 
 def run_uncaptured(reason: str, strict: bool, slots: bool = True) -> None:
@@ -50,8 +52,14 @@ def _report(counter: str, msg: str, strict: bool) -> None:
     warnings.warn(msg + " (set strict=True to make this an error)", stacklevel=4)
 
 
-def trace_plainly(gm: Any, example_inputs: Any) -> Any:
-    """``gm`` compiled as aot_eager would: traced without fxslots' settings, run as traced."""
+def trace_plainly(gm: Any, example_inputs: Any, reason: str | None = None) -> Any:
+    """``gm`` compiled as aot_eager would: traced without fxslots' settings, run as traced.
+    ``reason``: why its trace for fxslots failed, recorded with Dynamo's graph (``explain``)."""
+    if reason is not None:
+        from .record import CompiledGraphs
+
+        text = gm.print_readable(print_output=False)  # Dynamo's graph: its values untraced
+        state.record(CompiledGraphs(None, None, None, text, text, fallback=reason))
     def as_traced(g: Any, _inputs: Any) -> Any:
         return _torch.mark_boxed(lambda args: g(*args))
 

@@ -59,10 +59,7 @@ def prepare(model: Any, examples: Sequence[Any] = (), *, slots: int = 1,
     captures them in its first steps, logged. Afterwards a capture during training is a shape
     ``examples`` did not cover (logged once).
     """
-    if not examples and not evaluations:
-        raise FxslotsError("fxslots.prepare got no examples; pass one argument tuple per shape "
-                           "variant the training will see (evaluations=... for the shapes of "
-                           "its evaluations)")
+    _check(examples, evaluations, slots)
     calls, evals = _as_calls(examples), _as_calls(evaluations)
     if not in_flight:
         calls.sort(key=lambda args: -sum(a.numel() for a in args if isinstance(a, torch.Tensor)))
@@ -140,6 +137,22 @@ def evaluating(module: torch.nn.Module | None, eval_mode: bool) -> Iterator[None
             m.training = training
 
 
+def _check(examples: Any, evaluations: Any, slots: Any) -> None:
+    """Raise before anything runs where ``prepare``'s arguments cannot mean what it does."""
+    for name, given in (("examples", examples), ("evaluations", evaluations)):
+        if not isinstance(given, (list, tuple)):
+            raise FxslotsError(
+                f"fxslots.prepare takes {name} as a list with one argument tuple (or one "
+                f"tensor) per shape variant, got {type(given).__name__}: pass [x] or [(x, y)]")
+    if not examples and not evaluations:
+        raise FxslotsError("fxslots.prepare got no examples; pass one argument tuple per shape "
+                           "variant the training will see (evaluations=... for the shapes of "
+                           "its evaluations)")
+    if type(slots) is not int or slots < 1:
+        raise FxslotsError(f"fxslots.prepare: slots must be an int >= 1, the microbatches the "
+                           f"training keeps in flight (its fxslots option 'slots'), got {slots!r}")
+
+
 def _as_calls(examples: Sequence[Any]) -> list:
     return [e if isinstance(e, (tuple, list)) else (e,) for e in examples]
 
@@ -184,14 +197,16 @@ def _module_of(model: Any) -> torch.nn.Module | None:
 
 
 @contextlib.contextmanager
-def restored(module: torch.nn.Module | None) -> Iterator[None]:
+def restored(module: torch.nn.Module | None, api: str = "fxslots.prepare") -> Iterator[None]:
     """Gradients, buffers and RNG states as they were before the block; the parameters'
     post-accumulate-grad hooks (an optimizer step in backward) muted in it; a warning naming
     the parameters something else wrote in place."""
     named = list(module.named_parameters()) if module is not None else []
     params = [p for _, p in named]
     grads, versions = [p.grad for p in params], [_torch.version(p) for p in params]
-    buffers = [(b, b.detach().clone()) for b in (module.buffers() if module is not None else ())]
+    owners = module.modules() if module is not None else ()
+    buffers = [(m, name, b, b.detach().clone()) for m in owners
+               for name, b in m.named_buffers(recurse=False)]
     for p in params:
         p.grad = None
     devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
@@ -202,20 +217,21 @@ def restored(module: torch.nn.Module | None) -> Iterator[None]:
             for p, g in zip(params, grads, strict=True):
                 p.grad = g
             with torch.no_grad():
-                for b, saved in buffers:
+                for m, name, b, saved in buffers:
                     b.copy_(saved)
-            _warn_written([n for (n, p), v in zip(named, versions, strict=True)
-                           if _torch.version(p) != v])
+                    setattr(m, name, b)  # a forward may rebind it (self.steps = self.steps + 1)
+            _warn_written(api, [n for (n, p), v in zip(named, versions, strict=True)
+                                if _torch.version(p) != v])
 
 
-def _warn_written(names: list[str]) -> None:
+def _warn_written(api: str, names: list[str]) -> None:
     if names:  # copying every parameter to put them back would cost their memory again
         warnings.warn(
-            f"fxslots.prepare: the model wrote parameters {names[:5]}"
+            f"{api}: the model wrote parameters {names[:5]}"
             f"{f' and {len(names) - 5} more' if len(names) > 5 else ''} in place while it ran "
-            f"the examples (a forward or hook that updates weights); prepare puts gradients, "
-            f"buffers and random states back, not parameters: call it before loading the "
-            f"weights you train from", stacklevel=4)
+            f"(a forward or hook that updates weights); {api} puts gradients, buffers and "
+            f"random states back, not parameters: call it before loading the weights you "
+            f"train from", stacklevel=4)
 
 
 @contextlib.contextmanager

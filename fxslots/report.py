@@ -10,6 +10,7 @@ from typing import Any, Iterator
 import torch
 
 from . import state
+from .options import Options
 from .prepare import restored
 from .runtime.cudagraphs.executor import GraphExecutor
 from .runtime.cudagraphs.room import describe_room
@@ -25,6 +26,9 @@ class Report:
     slots: list[dict[str, Any]] = field(default_factory=list)  # the ring after the step
 
     def __str__(self) -> str:
+        if not self.graphs:
+            return ("no graph was compiled with fxslots in the explained step: Dynamo ran the "
+                    "model without compiling it (TORCH_LOGS=graph_breaks says why)")
         parts = [line for i, g in enumerate(self.graphs) for line in _describe(i, g)]
         room = _room(self.graphs)
         if room is not None:
@@ -90,18 +94,29 @@ def explain(model: torch.nn.Module, *args: Any, dynamic: bool | None = None,
             **options: Any) -> Report:
     """Compile ``model`` with fxslots, run one forward and backward on ``args``, and report.
 
-    Resets Dynamo's caches first, so the model is compiled afresh even if it ran before. The
-    model's gradients, buffers (BatchNorm's running statistics) and the random number
-    generators are put back after the run, as ``fxslots.prepare`` does.
+    Checks ``options`` first. Resets Dynamo's caches before the step, so the model is compiled
+    afresh even if it ran before, and after it, so nothing of its compile stays in Dynamo's
+    cache (nor counts toward its recompile limit). Its regions are its own: it joins none of
+    an earlier compile's and none joins it. The model's gradients, buffers (BatchNorm's running
+    statistics) and the random number generators are put back after the run, as
+    ``fxslots.prepare`` does.
     """
+    Options.parse(options)
     torch.compiler.reset()
-    compiled = torch.compile(model, backend="fxslots", options=options, dynamic=dynamic)
     module = model if isinstance(model, torch.nn.Module) else None
-    with recording() as rec, restored(module):
-        out = compiled(*args)
-        outs = [o for o in _flatten(out) if isinstance(o, torch.Tensor) and o.requires_grad]
-        if outs:
-            torch.autograd.backward(outs, [torch.ones_like(o) for o in outs])
+    try:
+        with state.own_regions(), recording() as rec, restored(module, "fxslots.explain"):
+            compiled = torch.compile(model, backend="fxslots", options=options, dynamic=dynamic)
+            out = compiled(*args)
+            outs = [o for o in _flatten(out) if isinstance(o, torch.Tensor) and o.requires_grad]
+            if outs:
+                torch.autograd.backward(outs, [torch.ones_like(o) for o in outs])
+            return Report(rec, _slots(rec))
+    finally:
+        torch.compiler.reset()
+
+
+def _slots(rec: list[Any]) -> list[dict[str, Any]]:
     slots = []
     rings = {id(g.variant.ring): g.variant.ring for g in rec if g.variant is not None}
     for ring in rings.values():
@@ -109,7 +124,7 @@ def explain(model: torch.nn.Module, *args: Any, dynamic: bool | None = None,
             slots.append({"ring": ring.name, "slot": s.index, "bytes": s.nbytes,
                           "variant": s.variant, "microbatch": s.microbatch,
                           "pending": s.pending()})
-    return Report(rec, slots)
+    return slots
 
 
 def _describe(i: int, g: Any) -> list[str]:

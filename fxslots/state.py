@@ -31,10 +31,11 @@ This module imports nothing from fxslots: every other module may import it.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
 from collections import Counter
-from typing import Any, Protocol
+from typing import Any, Iterator, Protocol
 
 
 class Freeable(Protocol):
@@ -89,6 +90,20 @@ def accumulator_ref(param: Any) -> Any:
             del accumulators[key]
 
     return weakref.ref(param, forget)
+
+
+@contextlib.contextmanager
+def own_regions() -> Iterator[None]:
+    """Regions compiled in the block see no others, and none of them outlives it in
+    ``regions``: ``fxslots.explain``'s step neither joins a region of an earlier compile
+    (Dynamo's reset restarts its frame ids, part of a region's key) nor is joined by a later
+    one. What the block compiled lives on while something holds it (the report)."""
+    global regions
+    outer, regions = regions, weakref.WeakValueDictionary()
+    try:
+        yield
+    finally:
+        regions = outer
 
 
 def record(item: Any) -> Any:

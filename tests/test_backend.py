@@ -127,6 +127,48 @@ def test_explain_leaves_gradients_buffers_and_random_state_as_they_were():
     assert torch.equal(torch.get_rng_state(), rng)
 
 
+def test_explain_leaves_no_compile_behind_and_joins_no_earlier_region(monkeypatch):
+    """Found by a review: explain's compile stayed in Dynamo's cache (with the recompile limit
+    at 1 the user's own compile then ran eager), and Dynamo's reset restarts its frame ids, so
+    explain's step joined an earlier model's live region (its report showed that region's
+    slot, its variant v1) and a later compile could join explain's. A bad option raises before
+    any reset; a step that compiled nothing says so."""
+    import copy
+
+    def mlp(d):
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(d, d), torch.nn.Tanh(), torch.nn.Linear(d, d))
+
+    other = torch.compile(mlp(64), backend="fxslots")
+    other(torch.randn(32, 64)).sum().backward()
+    m = mlp(8)
+    reports = [fxslots.explain(m, torch.randn(4, 8)) for _ in range(2)]
+    assert [r.slots for r in reports] == [[{"ring": "region 0", "slot": 0, "bytes": 512,
+                                            "variant": "v0", "microbatch": 0,
+                                            "pending": False}]] * 2
+    assert str(reports[0]) == str(reports[1])
+    assert len(fxslots.regions()) == 1  # `other`'s: explain's are its own
+    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 1)
+    ours, ref = torch.compile(m, backend="fxslots"), copy.deepcopy(m)
+    x = torch.randn(4, 8)
+    ours(x).sum().backward()
+    ref(x).sum().backward()
+    assert fxslots.counters["compiles"] == 4  # other, explain twice, and this one
+    assert all(torch.equal(p.grad, q.grad) for p, q in zip(m.parameters(), ref.parameters()))
+    with pytest.raises(fxslots.OptionsError, match="slotz"):
+        fxslots.explain(m, x, slotz=2)
+    ours(x).sum().backward()
+    assert fxslots.counters["compiles"] == 4  # no reset: still compiled
+
+    class Breaks(torch.nn.Module):
+        def forward(self, x):
+            for _ in range(2):
+                x = torch.tanh(x)
+                torch._dynamo.graph_break()
+            return x
+    assert str(fxslots.explain(Breaks(), x)).startswith("no graph was compiled with fxslots")
+
+
 def test_inference_graphs_run_without_slots():
     m = torch.compile(MLP(), backend="fxslots", options={"slots": 1})
     with torch.no_grad():

@@ -223,7 +223,9 @@ class Variant:
         contributions and then adds once; two in-graph adds would round differently."""
         if self._shared[0] != state.accumulators_shared:
             entries = [state.accumulators.get(id(r())) for r in refs if r() is not None]
-            shared = any(e is not None and e[0]() is not None and len(e[1]) > 1 for e in entries)
+            live = {id(r) for r in state.regions.values()}  # not those Dynamo's reset dropped
+            shared = any(e is not None and e[0]() is not None and len(e[1] & live) > 1
+                         for e in entries)
             self._shared = (state.accumulators_shared, shared)
         return self._shared[1]
 

@@ -1778,4 +1778,27 @@ MUTANTS: tuple[Mutant, ...] = (
            "batch norm's out= kernel never writes the result of an input not dense in a memory "
            "format", "cpu",
            ("tests/test_routes.py::test_batch_norm_writes_into_the_slot_only_over_a_dense_input",)),
+    Mutant("explain-joins-earlier-regions", STATE,
+           "    outer, regions = regions, weakref.WeakValueDictionary()\n",
+           "    outer = regions\n",
+           "explain's step joins no region of an earlier compile", "cpu",
+           ("tests/test_backend.py::"
+            "test_explain_leaves_no_compile_behind_and_joins_no_earlier_region",)),
+    Mutant("explain-leaves-its-compile", "fxslots/report.py",
+           "    finally:\n        torch.compiler.reset()\n",
+           "    finally:\n        pass\n",
+           "explain leaves nothing of its compile in Dynamo's cache", "cpu",
+           ("tests/test_backend.py::"
+            "test_explain_leaves_no_compile_behind_and_joins_no_earlier_region",)),
+    Mutant("prepare-restores-rebound-buffers-by-object", "fxslots/prepare.py",
+           "                    setattr(m, name, b)  # a forward may rebind it",
+           "                    pass  # a forward may rebind it",
+           "prepare and explain put back a buffer the forward rebinds", "cpu",
+           ("tests/test_prepare.py::test_buffers_a_forward_rebinds_are_put_back",)),
+    Mutant("prepare-takes-any-slots", "fxslots/prepare.py",
+           "    if type(slots) is not int or slots < 1:\n",
+           "    if False:\n",
+           "prepare refuses slots that are not an int >= 1 before anything runs", "cpu",
+           ("tests/test_prepare.py::"
+            "test_prepare_refuses_arguments_that_cannot_mean_what_it_does",)),
 )
