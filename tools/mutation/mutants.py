@@ -1773,7 +1773,7 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/test_graph_executor_cpu.py::"
             "test_an_output_viewing_a_parameter_is_a_new_tensor_at_each_replay",)),
     Mutant("batch-norm-out-over-a-sparse-input", "fxslots/routes.py",
-           "    if (sparse := _sparse_input(target, args)) is not None:\n",
+           "    if (sparse := _sparse_input(target, device_type, args)) is not None:\n",
            "    if False:\n",
            "batch norm's out= kernel never writes the result of an input not dense in a memory "
            "format", "cpu",
