@@ -17,7 +17,7 @@ import fxslots
 from examples.models import MLP
 from fxslots import backward
 from fxslots.passes import rewrite
-from tests.helpers import assert_same, run, schedule_ffbb
+from tests.helpers import assert_same, compiled_twins, run, schedule_ffbb
 
 
 class CheckpointedDropout(nn.Module):
@@ -293,3 +293,35 @@ def test_a_warning_shows_the_line_of_an_error_that_says_what_went_wrong():
                          "NameError('in_ptr1 is not defined')")
     assert gist(ValueError("bad value\nmore detail")) == "bad value"
     assert gist(ValueError("")) == ""
+
+
+class _CountsPositives(nn.Module):
+    """A count from ``bincount`` (of data-dependent length u0) scales the output: one element
+    of the u0-long count is saved."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.a(x)
+        count = torch.bincount((h[..., 1] > 0).long().flatten(), minlength=2).float()
+        return h * count[1]
+
+
+def test_a_saved_element_of_a_data_dependent_tensor_keeps_the_slots(monkeypatch):
+    """Found by a review: weighing whether to keep the u0-long count whole in the slot or copy
+    its one saved element evaluated u0, which has no range among the saved set's symbols: a
+    KeyError, and the graph ran without slots naming it. Now u0 counts as unbounded, the
+    element is copied, and training is bitwise aot_eager's with no fallback."""
+    monkeypatch.setattr(torch._dynamo.config, "capture_dynamic_output_shape_ops", True)
+    ours, ref, f, g = compiled_twins(_CountsPositives, {"strict": True})
+    for n in (5, 7, 5):
+        x = torch.randn(2, n, 8)
+        a, b = f(x), g(x)
+        assert torch.equal(a, b)
+        a.square().mean().backward()
+        b.square().mean().backward()
+    for p, q in zip(ours.parameters(), ref.parameters(), strict=True):
+        assert torch.equal(p.grad, q.grad)
+    assert fxslots.counters["fallbacks"] == 0

@@ -187,7 +187,9 @@ def _choose_slot_write(g: StorageGroup, members: list[SavedTensor], copy_free: b
             return Write.OUT, (f"{r.name} is itself a copy: {COPY} writes it into the slot", "")
         return Write.OUT, (f"{_route(r)} writes it in place", "")
     extra, copied = r.nbytes - g.nbytes, _copy_plan(g, members, ranges)[1]
-    env = next(symbol_values(ranges, points=("high",)), {})
+    # every symbol of the two, a data-dependent one too (no range: an unbounded value)
+    free = sympy.sympify(extra).free_symbols | sympy.sympify(copied).free_symbols
+    env = next(symbol_values(ranges, free, points=("high",)), {})
     cover = f"the saved views span {g.nbytes} of the {r.nbytes} bytes of {r.name}"
     if evaluate(extra, env) <= evaluate(copied, env):
         return Write.OUT, (f"{_route(r)} writes all of {r.name} in place: {cover}, and keeping "

@@ -1801,4 +1801,10 @@ MUTANTS: tuple[Mutant, ...] = (
            "prepare refuses slots that are not an int >= 1 before anything runs", "cpu",
            ("tests/test_prepare.py::"
             "test_prepare_refuses_arguments_that_cannot_mean_what_it_does",)),
+    Mutant("plan-weighs-only-ranged-symbols", PLAN,
+           "    env = next(symbol_values(ranges, free, points=(\"high\",)), {})\n",
+           "    env = next(symbol_values(ranges, points=(\"high\",)), {})\n",
+           "the plan weighs a root's bytes at a data-dependent size too (no fallback)", "cpu",
+           ("tests/test_fallback.py::"
+            "test_a_saved_element_of_a_data_dependent_tensor_keeps_the_slots",)),
 )
