@@ -66,7 +66,14 @@ def parse_dtype(name: str) -> Any:
     dtype = getattr(torch, key, None) if key.isidentifier() else None
     if not isinstance(dtype, torch.dtype):
         raise UsageError(f"unknown dtype {name!r} (try float32, bfloat16, int64, bool)")
+    if key not in _GENERATED:  # float8, quantized, bits...: no random values of them
+        raise UsageError(f"dtype {name!r} has no random inputs; use one of "
+                         f"{', '.join(_GENERATED)}")
     return dtype
+
+
+_GENERATED = ("float32", "bfloat16", "float16", "float64", "complex64", "complex128", "int64",
+              "int32", "int16", "int8", "uint8", "bool")
 
 
 def parse_inputs(text: str) -> list[InputSpec]:
@@ -187,6 +194,8 @@ def check_inputs(model: Any, inputs: list[Any], target: str, text: str) -> None:
 def explain_command(args: argparse.Namespace) -> int:
     specs = parse_inputs(args.input)
     options = build_options(args)
+    for path in (args.json, args.plot):
+        _check_writable(path)
     if args.plot:
         from .plot import require_matplotlib
 
@@ -212,14 +221,34 @@ def explain_command(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return RUN_ERROR
     print(report)
-    if args.json:
-        with open(args.json, "w") as f:
-            f.write(report.to_json() + "\n")
-        print(f"fxslots: wrote the plan to {args.json}", file=sys.stderr)
-    if args.plot:
-        report.plot(args.plot)
-        print(f"fxslots: wrote the picture to {args.plot}", file=sys.stderr)
+    _write(report, args)
     return 0
+
+
+def _check_writable(path: str | None) -> None:
+    """A file the command is to write, refused before anything runs where it cannot be."""
+    import errno
+    import os
+
+    where = os.path.dirname(os.path.abspath(path)) if path else None
+    if where is not None and not (os.path.isdir(where) and os.access(where, os.W_OK)):
+        code = errno.EACCES if os.path.isdir(where) else errno.ENOENT
+        raise UsageError(f"cannot write {path}: {os.strerror(code)}")
+
+
+def _write(report: Any, args: argparse.Namespace) -> None:
+    """The report's JSON and picture, where asked; a path that cannot be written is a usage
+    error, not a traceback."""
+    try:
+        if args.json:
+            with open(args.json, "w") as f:
+                f.write(report.to_json() + "\n")
+            print(f"fxslots: wrote the plan to {args.json}", file=sys.stderr)
+        if args.plot:
+            report.plot(args.plot)
+            print(f"fxslots: wrote the picture to {args.plot}", file=sys.stderr)
+    except OSError as e:
+        raise UsageError(f"cannot write {e.filename}: {e.strerror}") from e
 
 
 def make_parser() -> argparse.ArgumentParser:

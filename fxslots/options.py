@@ -136,8 +136,8 @@ class Options:
                 what = (f"one of {valid}" if isinstance(valid, list)
                         else " or ".join(map(repr, valid)))
                 var = f"FXSLOTS_{name.upper()}"
-                env = (f" (from the environment variable {var})"
-                       if name in ("kernels", "memsets") and os.environ.get(var) else "")
+                env = (f" (from the environment variable {var})" if name in ("kernels", "memsets")
+                       and os.environ.get(var) == getattr(self, name) else "")
                 raise OptionsError(f"fxslots option {name!r} must be {what}, "
                                    f"got {getattr(self, name)!r}{env}")
 

@@ -679,5 +679,8 @@ def test_kernels_env_var_sets_the_default_and_is_checked(monkeypatch, name, defa
     with pytest.raises(fxslots.OptionsError,
                        match=f"'{bad}' \\(from the environment variable {var}\\)"):
         Options()
+    monkeypatch.setenv(var, other)  # a bad option given beside a good variable: the option's
+    with pytest.raises(fxslots.OptionsError, match=f"got '{bad}'$"):
+        Options(**{name: bad})
     monkeypatch.delenv(var)
     assert getattr(Options(), name) == default

@@ -62,6 +62,12 @@ BAD_COMMAND_LINES = [
     (["examples.models:mlp", "--input", "4xq"], "bad input shape '4xq'"),
     (["examples.models:mlp", "--input", "4x16,"], "bad input shape ''"),
     (["examples.models:mlp", "--input", "4x16:float99"], "unknown dtype 'float99'"),
+    # found by a review: these parsed, then crashed making a random input, with a traceback
+    (["examples.models:mlp", "--input", "4x16:float8_e4m3fn"],
+     "dtype 'float8_e4m3fn' has no random inputs; use one of float32, bfloat16"),
+    (["examples.models:mlp", "--input", "4x16:qint8"], "dtype 'qint8' has no random inputs"),
+    (["examples.models:mlp", "--input", "4x16", "--json", "/no/such/dir/plan.json"],
+     "cannot write /no/such/dir/plan.json: No such file or directory"),
     (["examples.models:mlp", "--input", "4x8"],
      "examples.models:mlp does not run on --input 4x8: RuntimeError: mat1 and mat2 shapes"),
     (["examples.models:mlp", "--input", "4x16", "--offload", "bogus"],

@@ -1807,4 +1807,9 @@ MUTANTS: tuple[Mutant, ...] = (
            "the plan weighs a root's bytes at a data-dependent size too (no fallback)", "cpu",
            ("tests/test_fallback.py::"
             "test_a_saved_element_of_a_data_dependent_tensor_keeps_the_slots",)),
+    Mutant("cli-takes-ungenerated-dtypes", "fxslots/cli.py",
+           "    if key not in _GENERATED:",
+           "    if False:",
+           "the CLI refuses a dtype it cannot make random inputs of, before anything runs", "cpu",
+           ("tests/test_cli.py::test_bad_command_lines_in_process",)),
 )
