@@ -77,7 +77,7 @@ BAD_COMMAND_LINES = [
     (["examples.models:mlp", "--input", "4x16", "-o", "nope=1"], "unknown option(s) ['nope']"),
     (["examples.models:mlp"], "the following arguments are required: --input"),
 ]
-SUBPROCESS = {0, 5, 9}  # a bad factory, a bad shape, --offload: also run as users run them
+SUBPROCESS = {0, 5, 12}  # a bad factory, a bad shape, --offload: also run as users run them
 
 
 def check_usage_error(rc, stdout, stderr, message):
