@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 from . import _torch, state
 from .errors import UnsupportedGraphError, failure_reason
+from .record import CompiledGraphs
 
 
 def fall_back(reason: str, strict: bool) -> str:
@@ -56,10 +57,9 @@ def trace_plainly(gm: Any, example_inputs: Any, reason: str | None = None) -> An
     """``gm`` compiled as aot_eager would: traced without fxslots' settings, run as traced.
     ``reason``: why its trace for fxslots failed, recorded with Dynamo's graph (``explain``)."""
     if reason is not None:
-        from .record import CompiledGraphs
-
         text = gm.print_readable(print_output=False)  # Dynamo's graph: its values untraced
         state.record(CompiledGraphs(None, None, None, text, text, fallback=reason))
+
     def as_traced(g: Any, _inputs: Any) -> Any:
         return _torch.mark_boxed(lambda args: g(*args))
 
