@@ -211,3 +211,18 @@ def test_a_graph_with_an_effectful_op_trains_like_aot_eager(capfd):
     (region,) = fxslots.regions()
     assert all(v.accumulate is not None for v in region.live_variants())
     assert "a side effect" in capfd.readouterr().out
+
+
+def test_explain_shows_a_graph_whose_trace_failed(monkeypatch):
+    """A graph whose trace for fxslots fails runs as traced, with a warning; explain's report
+    shows it and why (it was missing: an empty report, found by a review)."""
+    from fxslots import kernels
+
+    def fails(options):
+        raise RuntimeError("injected")
+    monkeypatch.setattr(kernels, "decompositions", fails)
+    with pytest.warns(UserWarning, match="tracing it failed: .*injected"):
+        report = fxslots.explain(MLP(), torch.randn(4, 16))
+    (g,) = report.graphs
+    assert "tracing it failed" in g.fallback and "injected" in str(report)
+    assert str(report).startswith("===== graph 0 =====\nruns without slots:")
