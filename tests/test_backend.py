@@ -127,7 +127,7 @@ def test_explain_leaves_gradients_buffers_and_random_state_as_they_were():
     assert torch.equal(torch.get_rng_state(), rng)
 
 
-def test_explain_leaves_no_compile_behind_and_joins_no_earlier_region(monkeypatch):
+def test_explain_leaves_no_compile_behind_and_joins_no_earlier_region():
     """Found by a review: explain's compile stayed in Dynamo's cache (with the recompile limit
     at 1 the user's own compile then ran eager), and Dynamo's reset restarts its frame ids, so
     explain's step joined an earlier model's live region (its report showed that region's
@@ -148,17 +148,18 @@ def test_explain_leaves_no_compile_behind_and_joins_no_earlier_region(monkeypatc
                                             "pending": False}]] * 2
     assert str(reports[0]) == str(reports[1])
     assert len(fxslots.regions()) == 1  # `other`'s: explain's are its own
-    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 1)
-    ours, ref = torch.compile(m, backend="fxslots"), copy.deepcopy(m)
-    x = torch.randn(4, 8)
-    ours(x).sum().backward()
-    ref(x).sum().backward()
-    assert fxslots.counters["compiles"] == 4  # other, explain twice, and this one
-    assert all(torch.equal(p.grad, q.grad) for p, q in zip(m.parameters(), ref.parameters()))
-    with pytest.raises(fxslots.OptionsError, match="slotz"):
-        fxslots.explain(m, x, slotz=2)
-    ours(x).sum().backward()
-    assert fxslots.counters["compiles"] == 4  # no reset: still compiled
+    # config.patch, not monkeypatch: torch 2.11's config module loses the key on undo
+    with torch._dynamo.config.patch(recompile_limit=1):
+        ours, ref = torch.compile(m, backend="fxslots"), copy.deepcopy(m)
+        x = torch.randn(4, 8)
+        ours(x).sum().backward()
+        ref(x).sum().backward()
+        assert fxslots.counters["compiles"] == 4  # other, explain twice, and this one
+        assert all(torch.equal(p.grad, q.grad) for p, q in zip(m.parameters(), ref.parameters()))
+        with pytest.raises(fxslots.OptionsError, match="slotz"):
+            fxslots.explain(m, x, slotz=2)
+        ours(x).sum().backward()
+        assert fxslots.counters["compiles"] == 4  # no reset: still compiled
 
     class Breaks(torch.nn.Module):
         def forward(self, x):

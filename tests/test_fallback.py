@@ -309,12 +309,12 @@ class _CountsPositives(nn.Module):
         return h * count[1]
 
 
-def test_a_saved_element_of_a_data_dependent_tensor_keeps_the_slots(monkeypatch):
+@torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True)
+def test_a_saved_element_of_a_data_dependent_tensor_keeps_the_slots():
     """Found by a review: weighing whether to keep the u0-long count whole in the slot or copy
     its one saved element evaluated u0, which has no range among the saved set's symbols: a
     KeyError, and the graph ran without slots naming it. Now u0 counts as unbounded, the
     element is copied, and training is bitwise aot_eager's with no fallback."""
-    monkeypatch.setattr(torch._dynamo.config, "capture_dynamic_output_shape_ops", True)
     ours, ref, f, g = compiled_twins(_CountsPositives, {"strict": True})
     for n in (5, 7, 5):
         x = torch.randn(2, n, 8)
