@@ -71,17 +71,6 @@ __all__ = [
 ]
 
 
-def size_hint(x: Any) -> int:
-    """A concrete example value of a (possibly symbolic) size, without adding guards."""
-    if not isinstance(x, torch.SymInt):
-        return int(x)
-    from torch.fx.experimental import symbolic_shapes as ss
-
-    if hasattr(ss, "optimization_hint"):  # torch >= 2.12
-        return int(ss.optimization_hint(x))
-    return int(x.node.shape_env.size_hint(x.node.expr))
-
-
 def sym_expr(x: Any) -> Any:
     """The sympy expression behind a SymInt (its ShapeEnv's symbols: ``s0``, ``2*s1``...)."""
     return x.node.expr
@@ -286,7 +275,7 @@ from .compiling import (  # noqa: E402
     real_tensors, tracing_static_input_indices,
 )
 from .shapes import declares_ranges, frame_compiles, guard_at_most, recompile_limit  # noqa: E402
-from .shapes import symbol_guards, symbol_range  # noqa: E402
+from .shapes import size_hint, symbol_guards, symbol_range  # noqa: E402
 from .inductor import (  # noqa: E402 - below the helpers they use
     inductor_compile,
     inductor_decompositions,

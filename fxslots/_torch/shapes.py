@@ -4,6 +4,28 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
+
+def size_hint(x: Any) -> int:
+    """A concrete example value of a (possibly symbolic) size, without adding guards."""
+    if not isinstance(x, torch.SymInt):
+        return int(x)
+    from torch.fx.experimental import symbolic_shapes as ss
+
+    if hasattr(ss, "optimization_hint"):  # torch >= 2.12
+        return int(ss.optimization_hint(x))
+    env, e = x.node.shape_env, x.node.expr
+    hint = env.size_hint(e, allow_none=True)
+    if hint is None:  # data-dependent (u0): hinted with the fallback torch >= 2.12 uses
+        import sympy
+        from torch._inductor.config import unbacked_symint_fallback
+
+        fallback = sympy.Integer(unbacked_symint_fallback)
+        e = e.xreplace({u: fallback for u in ss.free_unbacked_symbols(e)})
+        hint = env.size_hint(e)
+    return int(hint)
+
 
 def symbol_guards(shape_env: Any) -> tuple[Any, ...]:
     """The boolean sympy expressions Dynamo guarded on (``Eq(Mod(s53, 2), 0)`` when a size was
