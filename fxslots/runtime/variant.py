@@ -151,6 +151,8 @@ class Variant:
         if self.anchors:
             self.region.anchor(args[self.anchors[0]])
         if not self.plan.views and not self.plan.staging:  # nothing to save, nothing to stage
+            if self.accumulate is not None:
+                self._note_feeder(args)
             return self.executor.forward(self, None, args, None, (None, None))
         lay = self.layout(args)
         self.region.note_forward()
@@ -173,6 +175,16 @@ class Variant:
             self.ring.release(slot)
             raise
         return out
+
+    def _note_feeder(self, args: list[Any]) -> None:
+        """A forward that takes no slot never adds into ``.grad`` itself, but its backward
+        still feeds its parameters through autograd: the backwards that do add (a head whose
+        weight is tied to this embedding) must know, or they add their share first and
+        autograd this one after: two roundings where eager sums and adds once."""
+        indices = self.accumulate.indices
+        key = (id(args[indices[0]]), id(args[indices[-1]]))
+        self._note_node(_torch.calling_node(), key)
+        self.region.note_parameters(args, indices, key)
 
     def backward(self, args: list[Any]) -> Any:
         if self.collapse is not None:

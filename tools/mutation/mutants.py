@@ -1812,4 +1812,10 @@ MUTANTS: tuple[Mutant, ...] = (
            "    if False:",
            "the CLI refuses a dtype it cannot make random inputs of, before anything runs", "cpu",
            ("tests/test_cli.py::test_bad_command_lines_in_process",)),
+    Mutant("slotless-forward-feeds-nothing", VARIANT,
+           "                self._note_feeder(args)",
+           "                pass",
+           "a forward that takes no slot still counts as feeding its parameters' .grad", "cpu",
+           ("tests/test_accumulate.py::test_a_graph_saving_nothing_still_counts_as_feeding_its_"
+            "parameters",)),
 )
