@@ -189,11 +189,10 @@ class _Compiler:
     def _variant(self, fw, plan, binder, device, graphs, static, example_inputs) -> Variant:
         self.params = [i for i in static if i < len(example_inputs)  # not an effect token
                        and policies.is_parameter_like(example_inputs[i])]
-        anchors = (self.params[0], self.params[-1]) if self.params else ()
         self.commit_offload()  # the plan is accepted: auto's guards go in with the graph
         region = self.region
         variant = Variant(name=f"v{len(region.variants)}", region=region, device=device,
-                          plan=plan, binder=binder, forward_graph=fw, anchors=anchors,
+                          plan=plan, binder=binder, forward_graph=fw, candidates=tuple(self.params),
                           user_outputs=self.num_fwd_outputs)
         variant.executor = GraphExecutor(variant, self.options) if graphs else EagerExecutor()
         variant.deliver_forward = grads.deliver_forward(  # report.py prints it

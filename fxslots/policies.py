@@ -90,3 +90,13 @@ def is_parameter_like(x: Any) -> bool:
     an effectful op (a size-0 static input when traced, which AOTAutograd passes as None)."""
     return (isinstance(x, torch.Tensor) and all(isinstance(n, int) for n in x.shape)
             and x.numel() > 0)
+
+
+def anchors_of(args: Any, candidates: Any) -> tuple[int, ...]:
+    """The first and last of the static inputs ``candidates`` that are ``nn.Parameter``s
+    (buffers where none is), which name a module: its parameter set. Read from the first call's
+    arguments (tracing sees fake tensors, not Parameters). Not a buffer where a parameter
+    exists: a forward may rebind one every step (``self.steps = self.steps + 1``), and each
+    new tensor would name a new module."""
+    params = [i for i in candidates if isinstance(args[i], torch.nn.Parameter)] or list(candidates)
+    return (params[0], params[-1]) if params else ()

@@ -202,8 +202,11 @@ def test_zero_size_and_transposed_inputs_are_staged(stand_in_graphs):
 def test_a_moved_parameter_is_captured_again(stand_in_graphs, caplog, layer):
     """A captured graph points at its static inputs' addresses. A parameter given new memory
     (``p.data = ...``: same object, so Dynamo does not recompile) must make the executor
-    capture again, not replay a graph that reads the freed old bytes. (The first parameter
-    anchors the capture keys: moving it makes new keys; another one is found moved at replay.)"""
+    capture again, not replay a graph that reads the freed old bytes. The first parameter
+    names the module in the capture keys, by identity: found by a review, keyed by its
+    address a moved first parameter made new keys every step, so graphs piled up unbounded,
+    uncounted and unwarned (FSDP regathers shards at new addresses), and the module's
+    forwards in flight escaped ``slots``."""
     torch.manual_seed(0)
     ours, ref = MLP(), MLP()
     ref.load_state_dict(ours.state_dict())
@@ -224,14 +227,50 @@ def test_a_moved_parameter_is_captured_again(stand_in_graphs, caplog, layer):
     assert fxslots.counters["captures"] > captures, "the moved parameter was not recaptured"
     for a, b in zip(ours.parameters(), ref.parameters(), strict=True):
         assert torch.equal(a.grad, b.grad)
-    if layer == 0:
-        return
+    region, = fxslots.regions()
+    assert sum(len(v.executor.graphs) for v in region.live_variants()) == 2  # a forward, a backward
     # A recapture every step costs a capture every step: counted, and warned about once, when
     # one graph has done it three times (a first .grad buffer moving in warm-up stays quiet).
     assert fxslots.counters["recaptures"] >= 3
     warned = [r.getMessage() for r in caplog.records if "captured again" in r.getMessage()
               and r.levelname == "WARNING"]
     assert len(warned) == 1 and "3 times" in warned[0] and "in place" in warned[0], warned
+
+
+class _CountsSteps(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("steps", torch.zeros(()))
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        self.steps = self.steps + 1  # a new buffer tensor every step
+        return torch.tanh(self.lin(x)) * self.steps
+
+
+@pytest.mark.parametrize("graphs", [False, True], ids=["eager", "graphs"])
+def test_a_buffer_the_forward_rebinds_does_not_name_the_module(request, graphs):
+    """Found by a review: a buffer the forward rebinds was the first static input, so it
+    named the module. Each step its old tensor died and the region took the model for dead:
+    the arena was freed and allocated again every step; under CUDA graphs every step
+    captured both graphs under a new key, kept the old ones, counted no recapture. The
+    module's parameters name it now: bitwise aot_eager's, one arena, two graphs held
+    (test_inference_graphs has the inference side)."""
+    if graphs:
+        request.getfixturevalue("stand_in_graphs")
+    ours, ref, f, g = compiled_twins(_CountsSteps, {"slots": 1})
+    for _ in range(6):
+        x = torch.randn(4, 8)
+        a, b = f(x), g(x)
+        assert torch.equal(a, b)
+        a.sum().backward()
+        b.sum().backward()
+    for p, q in zip(ours.parameters(), ref.parameters(), strict=True):
+        assert torch.equal(p.grad, q.grad)
+    region, = [r for r in fxslots.regions() if r.ring.slots]
+    assert region.ring.grow_events == 1 and region.ring.slots[0].arena is not None
+    if graphs:
+        assert sum(len(v.executor.graphs) for v in region.live_variants()) == 2
 
 
 def _train_pair(options, steps, between=None, hooks=None, prepared=False):

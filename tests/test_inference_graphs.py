@@ -87,6 +87,24 @@ def test_a_moved_parameter_is_captured_again(stand_in_graphs):
     assert fxslots.counters["uncaptured_graphs"] == 1
 
 
+def test_a_buffer_the_forward_rebinds_keeps_its_module_named(stand_in_graphs):
+    """Found by a review: a buffer the forward rebinds (a step counter) named the module, so
+    every call was a new module's first: a warm-up, never a capture, and nothing said so. Its
+    parameters name it now: captured, and the moving buffer is found moved at each replay
+    until the graph runs uncaptured, with the warning that says why."""
+    from tests.test_graph_executor_cpu import _CountsSteps
+    fxslots.reset()
+    torch.manual_seed(0)
+    model = _CountsSteps().eval()
+    twin = copy.deepcopy(model)
+    ours = torch.compile(model, backend="fxslots", dynamic=False, options=CAPTURE)
+    x = torch.randn(4, 8)
+    with torch.no_grad(), pytest.warns(UserWarning, match="static inputs moved"):
+        for _ in range(8):
+            assert torch.equal(ours(x), twin(x))
+    assert fxslots.counters["inference_captures"] == inference.RECAPTURE_LIMIT
+
+
 class _Block(nn.Module):
     def __init__(self):
         super().__init__()

@@ -14,7 +14,7 @@ from typing import Any, Callable, Protocol
 
 import torch
 
-from .. import _torch, state
+from .. import _torch, policies, state
 from ..schemas import ArenaPlan
 from .layout import SymbolBinder, ViewLayout, layout_of, slot_views
 from .region import Region
@@ -87,7 +87,9 @@ class Variant:
     executor: Executor | None = None  # set right after: an executor is made for its variant
     # The first and the last parameter among the forward's arguments: a parameter set's name
     # (Slot.params). A parameter two modules share is seldom both (a shared norm used first).
-    anchors: tuple[int, ...] = ()
+    # Chosen among ``candidates`` (static inputs) at the first forward (policies.anchors_of).
+    candidates: tuple[int, ...] = ()
+    anchors: tuple[int, ...] | None = None
     # The forward's first outputs, which the caller receives (user outputs, mutated inputs'
     # new values): with CUDA graphs they may be written in the slot, and are copied out.
     user_outputs: int = 0
@@ -148,6 +150,8 @@ class Variant:
         return lay
 
     def forward(self, args: list[Any]) -> Any:
+        if self.anchors is None:
+            self.anchors = policies.anchors_of(args, self.candidates)
         if self.anchors:
             self.region.anchor(args[self.anchors[0]])
         if not self.plan.views and not self.plan.staging:  # nothing to save, nothing to stage
@@ -156,8 +160,9 @@ class Variant:
             return self.executor.forward(self, None, args, None, (None, None))
         lay = self.layout(args)
         self.region.note_forward()
-        params = (hash((args[self.anchors[0]].data_ptr(), args[self.anchors[1]].data_ptr()))
-                  if self.anchors else 0)
+        # By identity, not address: a parameter given new memory (``.data =``, FSDP's regathered
+        # shards) is the same module's, and its graphs are found moved and captured again
+        params = hash((id(args[self.anchors[0]]), id(args[self.anchors[1]]))) if self.anchors else 0
         slot, alias, host_alias = self.ring.acquire(lay.nbytes, self.device, self.name,
                                                     lay.host_nbytes, params, _torch.calling_node())
         slot.layout, slot.saved_outs = lay, None

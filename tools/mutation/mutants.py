@@ -1658,8 +1658,10 @@ MUTANTS: tuple[Mutant, ...] = (
            "a zero-size batch's host views still view an arena", "cpu",
            ("tests/test_offload.py::test_an_empty_batch_offloads_nothing_and_trains",)),
     Mutant("parameter-sets-known-by-first", VARIANT,
-           "        params = (hash((args[self.anchors[0]].data_ptr(), args[self.anchors[1]].data_ptr()))",
-           "        params = (hash((args[self.anchors[0]].data_ptr(), args[self.anchors[0]].data_ptr()))",
+           "        params = hash((id(args[self.anchors[0]]), id(args[self.anchors[1]]))) if "
+           "self.anchors else 0",
+           "        params = hash((id(args[self.anchors[0]]), id(args[self.anchors[0]]))) if "
+           "self.anchors else 0",
            "a parameter set is known by its first and last parameter: blocks sharing their first "
            "keep slots of their own", "cpu",
            (f"{STAND_IN}::test_blocks_that_share_a_parameter_keep_their_slots_and_exact_gradients",)),
@@ -1818,4 +1820,20 @@ MUTANTS: tuple[Mutant, ...] = (
            "a forward that takes no slot still counts as feeding its parameters' .grad", "cpu",
            ("tests/test_accumulate.py::test_a_graph_saving_nothing_still_counts_as_feeding_its_"
             "parameters",)),
+    Mutant("parameter-sets-named-by-address", VARIANT,
+           "        params = hash((id(args[self.anchors[0]]), id(args[self.anchors[1]]))) if "
+           "self.anchors else 0",
+           "        params = hash((args[self.anchors[0]].data_ptr(), "
+           "args[self.anchors[1]].data_ptr())) if self.anchors else 0",
+           "a parameter set is named by its anchors' identity, which a moved parameter keeps "
+           "(its graphs are captured again, not piled up under new keys)", "cpu",
+           ("tests/test_graph_executor_cpu.py::test_a_moved_parameter_is_captured_again",)),
+    Mutant("buffers-name-the-module", "fxslots/policies.py",
+           "    params = [i for i in candidates if isinstance(args[i], torch.nn.Parameter)] or "
+           "list(candidates)",
+           "    params = list(candidates)",
+           "parameters, not a buffer the forward may rebind, name a module", "cpu",
+           ("tests/test_graph_executor_cpu.py::test_a_buffer_the_forward_rebinds_does_not_name_"
+            "the_module", "tests/test_inference_graphs.py::test_a_buffer_the_forward_rebinds_"
+            "keeps_its_module_named")),
 )

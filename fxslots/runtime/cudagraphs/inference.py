@@ -27,6 +27,7 @@ from ...errors import CaptureError, gist
 from ...fallback import run_uncaptured
 from ...options import Options
 from ...passes.collect import mutated_placeholders
+from ...policies import anchors_of
 from ..layout import make_views, pack
 from ..alloc import lasting
 from .outputs import Captured, describe_outputs
@@ -108,12 +109,15 @@ class InferenceGraphs:
         self._mutated = _mutated_inputs(gm)
         tensors = [i for i, p in enumerate(gm.graph.find_nodes(op="placeholder"))
                    if i in self.static and isinstance(p.meta.get("val"), torch.Tensor)]
-        # The first and last parameter (or buffer) name a module: one graph serves every
-        # block compiled on its own, each with its own capture (as training's ring keys do)
-        self._anchors = (tensors[0], tensors[-1]) if tensors else ()
+        # The first and last parameter name a module: one graph serves every block compiled on
+        # its own, each with its own capture (as training's ring keys do); chosen at the first
+        # call (policies.anchors_of)
+        self._candidates, self._anchors = tuple(tensors), None
         state.inference.add(self)
 
     def __call__(self, args: list[Any]) -> Any:
+        if self._anchors is None:
+            self._anchors = anchors_of(args, self._candidates)
         key = self._key(args)
         cap = self.graphs.get(key)
         if cap is not None and cap.moved(args) is None:
