@@ -150,6 +150,19 @@ def compiled_twins(make, options=None, dynamic=None):
             torch.compile(ref, backend="aot_eager", dynamic=dynamic))
 
 
+def train_twins(twins, inputs, loss=lambda y: y.sum()) -> None:
+    """Train ``compiled_twins``' pair a step per input: outputs, then every parameter's
+    accumulated ``.grad``, bitwise equal."""
+    ours, ref, f, g = twins
+    for x in inputs:
+        a, b = f(x), g(x)
+        assert torch.equal(a, b)
+        loss(a).backward()
+        loss(b).backward()
+    for p, q in zip(ours.parameters(), ref.parameters(), strict=True):
+        assert torch.equal(p.grad, q.grad)
+
+
 def train_cuda_head_bitwise(make, rows: int | tuple[int, ...], width: int, vocab: int,
                             steps: int = 4, dynamic: bool | None = None) -> Any:
     """A loss head ``make()`` compiled with fxslots (slots=1; ``dynamic`` as torch.compile

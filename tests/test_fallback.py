@@ -17,7 +17,7 @@ import fxslots
 from examples.models import MLP
 from fxslots import backward
 from fxslots.passes import rewrite
-from tests.helpers import assert_same, compiled_twins, run, schedule_ffbb
+from tests.helpers import assert_same, compiled_twins, run, schedule_ffbb, train_twins
 
 
 class CheckpointedDropout(nn.Module):
@@ -315,13 +315,6 @@ def test_a_saved_element_of_a_data_dependent_tensor_keeps_the_slots():
     its one saved element evaluated u0, which has no range among the saved set's symbols: a
     KeyError, and the graph ran without slots naming it. Now u0 counts as unbounded, the
     element is copied, and training is bitwise aot_eager's with no fallback."""
-    ours, ref, f, g = compiled_twins(_CountsPositives, {"strict": True})
-    for n in (5, 7, 5):
-        x = torch.randn(2, n, 8)
-        a, b = f(x), g(x)
-        assert torch.equal(a, b)
-        a.square().mean().backward()
-        b.square().mean().backward()
-    for p, q in zip(ours.parameters(), ref.parameters(), strict=True):
-        assert torch.equal(p.grad, q.grad)
+    train_twins(compiled_twins(_CountsPositives, {"strict": True}),
+                [torch.randn(2, n, 8) for n in (5, 7, 5)], lambda y: y.square().mean())
     assert fxslots.counters["fallbacks"] == 0

@@ -26,7 +26,7 @@ from fxslots.runtime.layout import geometry_of, make_views
 from fxslots.schemas import Write
 from examples.models import MLP, Attention
 from tests.helpers import (assert_same, compiled_twins, run, schedule_1f1b, schedule_ffbb,
-                           train_under_compiled_autograd)
+                           train_twins, train_under_compiled_autograd)
 from tests.fuzz_models import RandomDraw, check_case, draw_case
 from tests.test_golden import InPlaceInput
 
@@ -258,15 +258,7 @@ def test_a_buffer_the_forward_rebinds_does_not_name_the_module(request, graphs):
     (test_inference_graphs has the inference side)."""
     if graphs:
         request.getfixturevalue("stand_in_graphs")
-    ours, ref, f, g = compiled_twins(_CountsSteps, {"slots": 1})
-    for _ in range(6):
-        x = torch.randn(4, 8)
-        a, b = f(x), g(x)
-        assert torch.equal(a, b)
-        a.sum().backward()
-        b.sum().backward()
-    for p, q in zip(ours.parameters(), ref.parameters(), strict=True):
-        assert torch.equal(p.grad, q.grad)
+    train_twins(compiled_twins(_CountsSteps, {"slots": 1}), [torch.randn(4, 8) for _ in range(6)])
     region, = [r for r in fxslots.regions() if r.ring.slots]
     assert region.ring.grow_events == 1 and region.ring.slots[0].arena is not None
     if graphs:

@@ -183,18 +183,10 @@ def test_a_custom_op_updating_an_intermediate_keeps_its_slots(recompute):
     """Found by a review: the norm policy read the device of any op's first output, and a
     custom op returning None (its value ``(None, updated)``) made every such graph run without
     slots, or fail under strict=True, with recompute "norms" (the default) and "pointwise"."""
-    from tests.helpers import compiled_twins
+    from tests.helpers import compiled_twins, train_twins
 
-    ours, ref, f, g = compiled_twins(_MutatesAnIntermediate,
-                                     {"strict": True, "recompute": recompute})
-    for _ in range(2):
-        x = torch.randn(4, 8)
-        a, b = f(x), g(x)
-        assert torch.equal(a, b)
-        a.sum().backward()
-        b.sum().backward()
-    for p, q in zip(ours.parameters(), ref.parameters(), strict=True):
-        assert torch.equal(p.grad, q.grad)
+    train_twins(compiled_twins(_MutatesAnIntermediate, {"strict": True, "recompute": recompute}),
+                [torch.randn(4, 8) for _ in range(2)])
 
 
 class _ScaledScores(torch.nn.Module):
