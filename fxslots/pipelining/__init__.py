@@ -1,6 +1,7 @@
 """fxslots under ``torch.distributed.pipelining``: slot counts and arena groups read from a
 schedule object, and its stages compiled with them. The analysis itself is pure data
-(``fxslots.pipelining.actions``).
+(``fxslots.pipelining.actions``); reading schedule objects, and the hooks that keep every later
+schedule over a compiled stage within its slots, are ``fxslots.pipelining.schedules``.
 
     schedule = ScheduleInterleaved1F1B(stages, n_microbatches=8, loss_fn=loss)
     plan = fxslots.pipelining.compile_stages(schedule)   # torch.compile each local stage
@@ -12,20 +13,13 @@ from __future__ import annotations
 import logging
 import warnings
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from .. import _torch, state
 from ..errors import OptionsError
-from .actions import (
-    ArenaBytes,
-    PipelinePlan,
-    RankPlan,
-    Step,
-    gpipe_steps,
-    one_f_one_b_steps,
-    plan_actions,
-)
+from . import schedules
+from .actions import ArenaBytes, PipelinePlan, RankPlan, Step, plan_actions
 
 log = logging.getLogger(__name__)
 
@@ -33,27 +27,12 @@ __all__ = ["ArenaBytes", "PipelinePlan", "RankPlan", "Step", "arena_bytes", "com
            "plan", "plan_actions", "slots_for"]
 
 
-def _order(schedule: Any) -> Mapping[int, Iterable[Any]] | None:
-    """Per rank, the actions ``schedule`` runs. The single-stage schedules run their own loop
-    (rank r runs stage r); the others run their ``pipeline_order``."""
-    from torch.distributed.pipelining import Schedule1F1B, ScheduleGPipe
-
-    # Exactly these classes: a subclass may run another loop (its pipeline_order is read).
-    if type(schedule) in (ScheduleGPipe, Schedule1F1B):
-        n, stages = _torch.schedule_microbatches(schedule), _torch.schedule_stages(schedule)
-        num = stages[0].num_stages
-        if type(schedule) is ScheduleGPipe:
-            return {r: gpipe_steps(n, r) for r in range(num)}
-        return {r: one_f_one_b_steps(n, num, r) for r in range(num)}
-    return getattr(schedule, "pipeline_order", None)
-
-
 def plan(schedule: Any, share: bool = True,
          frame_bytes: Mapping[int, int] | None = None) -> PipelinePlan:
     """The plan of a ``torch.distributed.pipelining`` schedule object, from the per-rank action
     lists it runs (every rank builds the whole order)."""
     name = type(schedule).__name__
-    order = _order(schedule)
+    order = schedules.order(schedule)
     if not order:
         raise OptionsError(
             f"fxslots: {name} exposes no per-rank action lists (its 'pipeline_order' is "
@@ -86,7 +65,9 @@ def compile_stages(schedule: Any, pipeline_plan: PipelinePlan | None = None, *,
     and arena group the plan gives it, then ``options``. Compiling after the schedule is built
     also passes the zero-bubble schedules' refusal of compiled stages, which guards against
     AOTAutograd's donated buffers: fxslots compiles none (its saved tensors live in slots).
-    ``fullgraph=True`` by default: the plan counts one graph per stage."""
+    ``fullgraph=True`` by default: the plan counts one graph per stage. Every schedule run over
+    these compiled stages (later ones built on ``stage.submod`` too) evaluates under no_grad and
+    checks at its first step that their slots cover it (``fxslots/pipelining/schedules.py``)."""
     import torch
 
     pipeline_plan = pipeline_plan or plan(schedule)
@@ -101,31 +82,12 @@ def compile_stages(schedule: Any, pipeline_plan: PipelinePlan | None = None, *,
         opts = pipeline_plan.options(stage.stage_index, **options)
         stage.submod = torch.compile(stage.submod, backend="fxslots", options=opts,
                                      dynamic=dynamic, fullgraph=fullgraph)
+        schedules.mark(stage.submod, schedules.Compiled(
+            pipeline_plan.schedule, opts["slots"], pipeline_plan.shared(stage.stage_index)))
         log.info("stage %d of %s compiled with fxslots options %s", stage.stage_index,
                  pipeline_plan.schedule, opts)
-    _evaluate_without_grad(schedule)
+    schedules.install()
     return pipeline_plan
-
-
-def _evaluate_without_grad(schedule: Any) -> None:
-    """``schedule.eval`` runs every microbatch's forward with grad enabled and no backward:
-    each would hold its slot (the plan counts the training loop's, one for 1F1B) for as long
-    as the stage keeps its output, and the second found none, then the next ``step`` too.
-    Evaluation reads no gradient, so it runs under ``torch.no_grad()``, which holds no slot."""
-    import functools
-
-    import torch
-
-    run = getattr(schedule, "eval", None)
-    if run is None or getattr(run, "fxslots_no_grad", False):
-        return
-
-    @functools.wraps(run)
-    def evaluate(*args: Any, **kwargs: Any) -> Any:
-        with torch.no_grad():
-            return run(*args, **kwargs)
-    evaluate.fxslots_no_grad = True  # type: ignore[attr-defined]
-    schedule.eval = evaluate
 
 
 def arena_bytes() -> dict[str, int]:
