@@ -1746,11 +1746,21 @@ MUTANTS: tuple[Mutant, ...] = (
            "scratch itself)", "cpu",
            ("tests/test_attention.py::"
             "test_attention_of_symbolic_size_writes_logsumexp_by_its_own_kernel",)),
-    Mutant("schedule-eval-with-grad", PIPELINING,
-           "    _evaluate_without_grad(schedule)\n",
-           "    pass\n",
-           "compile_stages runs the schedule's own eval under no_grad (it holds no slots)", "cpu",
-           ("tests/test_pipeline_schedules.py::test_the_schedules_own_eval_runs_between_steps",)),
+    Mutant("schedule-eval-with-grad", "fxslots/pipelining/schedules.py",
+           "            cls.eval = _evaluating(evaluate)",
+           "            pass",
+           "every schedule's eval over a stage compile_stages compiled runs under no_grad (it "
+           "holds no slots), a later schedule's built on the compiled stage too", "cpu",
+           ("tests/test_pipeline_schedules.py::test_the_schedules_own_eval_runs_between_steps",
+            "tests/test_pipeline_schedules.py::test_a_later_schedules_eval_over_the_compiled_"
+            "stage_holds_no_slots")),
+    Mutant("later-schedule-slots-unchecked", "fxslots/pipelining/schedules.py",
+           "        if need > c.slots:",
+           "        if False:",
+           "a later schedule needing more slots than its compiled stage has is refused before "
+           "its step runs anything", "cpu",
+           ("tests/test_pipeline_schedules.py::test_a_later_schedule_needing_more_slots_is_"
+            "refused_before_it_runs",)),
     Mutant("auto-guard-pins-a-marked-size", OFFLOADING,
            "                   if _torch.symbol_range(ctx.shape_env, s)[0] < ctx.hints[s]]",
            "                   if True]",
