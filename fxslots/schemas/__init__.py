@@ -291,7 +291,8 @@ class ArenaPlan:
 
     @property
     def staged_bytes(self) -> Expr:  # inputs copied into the slot before each replay: copies
-        return sympy.Add(*[span_elements(v.shape, v.stride) * v.dtype.itemsize
+        # what the copies move, not the span they land in (x[::2] leaves gaps)
+        return sympy.Add(*[compact_elements(v.shape, v.stride) * v.dtype.itemsize
                            for v in self.staging])
 
     @property

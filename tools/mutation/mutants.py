@@ -1754,6 +1754,11 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/test_pipeline_schedules.py::test_the_schedules_own_eval_runs_between_steps",
             "tests/test_pipeline_schedules.py::test_a_later_schedules_eval_over_the_compiled_"
             "stage_holds_no_slots")),
+    Mutant("staged-bytes-with-gaps", "fxslots/schemas/__init__.py",
+           "        return sympy.Add(*[compact_elements(v.shape, v.stride) * v.dtype.itemsize",
+           "        return sympy.Add(*[span_elements(v.shape, v.stride) * v.dtype.itemsize",
+           "staged inputs count the bytes their copies move, not the span with its gaps", "cpu",
+           (f"{STAND_IN}::test_staged_inputs_count_as_copies",)),
     Mutant("later-schedule-slots-unchecked", "fxslots/pipelining/schedules.py",
            "        if need > c.slots:",
            "        if False:",
