@@ -3,25 +3,28 @@
 A policy takes the saved set, its argument and the cost context, and returns
 ``{group id: (offloaded?, why)}`` for every group it could offload. ``options={"offload": ...}``
 selects one: "none", "all", "above:<bytes>", "auto" or "auto:<share>", an int (a budget of
-device bytes per slot), or a predicate over a ``SavedTensor``.
+device bytes per slot), or a predicate over a ``SavedTensor``. Every slotted group gets a
+reason, those no policy can move too (``offload_sizes.why_not_offloadable``).
 """
 
 from __future__ import annotations
 
 import logging
+import warnings
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import sympy
-import torch
 import torch.fx as fx
 
 from . import _torch
 from .costs import DeviceCaps, graph_seconds
-from .geometry import evaluate, symbol_values
-from .passes.plan import copied_whole
+from .offload_sizes import (
+    at_sizes, bytes_at, growing, hints_of, offloadable, over_budget, sizes_text,
+    why_not_offloadable,
+)
 from .printing import mib
-from .schemas import SavedSet, SavedTensor, Source
+from .schemas import SavedSet, Source
 
 log = logging.getLogger(__name__)
 Decisions = dict[int, tuple[bool, str]]
@@ -38,8 +41,9 @@ class OffloadContext:
     sizes: dict[int, int]  # group -> bytes at the shape being compiled (its size hints)
     needed_at: dict[int, float]  # group -> estimated backward time when its first reader starts
     hints: dict = field(default_factory=dict)  # shape symbol -> the value being compiled for
-    shape_env: Any = None  # where auto's bounds become guards (None: static shapes)
+    shape_env: Any = None  # where auto's and a budget's bounds become guards (None: static)
     may_bound: bool = False  # whether one more compile of this frame stays in Dynamo's limit
+    kept: dict = field(default_factory=dict)  # group -> device arena bytes if kept (aligned)
 
     @classmethod
     def of(cls, saved: SavedSet, fw: fx.GraphModule, bw: fx.GraphModule,
@@ -57,48 +61,13 @@ class OffloadContext:
                 if a.op == "placeholder" and a.name in owner:
                     needed.setdefault(owner[a.name], back)
             back += s
-        hints = _hints(fw)
-        sizes = {g.id: int(g.nbytes.xreplace(hints)) if g.nbytes.free_symbols <= set(hints)
-                 else group_bytes(saved, g.nbytes, largest=True) for g in saved.groups}
+        hints = hints_of(fw)
+        sizes = {g.id: bytes_at(saved, g.nbytes, hints) for g in saved.groups}
         env = _torch.shape_env_of([p.meta.get("val")
                                    for p in fw.graph.find_nodes(op="placeholder")])
         # Dynamo counts every compile of the frame (fallbacks, grad modes...) toward its limit
         return cls(caps, t, back, produced, sizes, needed, hints, env,
                    _torch.frame_compiles() < _torch.recompile_limit() // 2)
-
-
-def _hints(fw: fx.GraphModule) -> dict:
-    """Each shape symbol of the forward's inputs at the value it was compiled for."""
-    env = {}
-    for p in fw.graph.find_nodes(op="placeholder"):
-        v = p.meta.get("val")
-        for x in (v.shape if isinstance(v, torch.Tensor) else [v]):
-            sym = _torch.symbol_of(x)
-            if sym is not None:
-                env[sym] = sympy.Integer(_torch.size_hint(x))
-    return env
-
-
-def offloadable(saved: SavedSet) -> list:
-    """Groups that may be offloaded: slotted, of one dtype (reloaded as one span), and moved
-    by one dense copy (see ``copied_whole``)."""
-    out = []
-    for g in saved.groups:
-        members = [saved.tensor(m) for m in g.members]
-        if (g.source is Source.INTERMEDIATE and len({m.dtype for m in members}) == 1
-                and copied_whole(g, members, saved.symbol_ranges)):
-            out.append(g)
-    return out
-
-
-def group_bytes(saved: SavedSet, nbytes: sympy.Expr, largest: bool = False) -> int:
-    """Bytes at the smallest shape the symbols allow (the safe side for a threshold), or at
-    the largest bounded one (the safe side for a budget)."""
-    if not nbytes.free_symbols <= set(saved.symbol_ranges):
-        return 0
-    env = next(symbol_values(saved.symbol_ranges, nbytes.free_symbols,
-                             points=("high" if largest else "low",)), None)
-    return 0 if env is None else evaluate(nbytes, env)
 
 
 def offload_none(saved: SavedSet, arg: Any, ctx: OffloadContext) -> Decisions:
@@ -110,24 +79,35 @@ def offload_all(saved: SavedSet, arg: Any, ctx: OffloadContext) -> Decisions:
 
 
 def offload_above(saved: SavedSet, arg: Any, ctx: OffloadContext) -> Decisions:
+    """A group goes when its bytes reach ``arg`` at the sizes being compiled (not at the least
+    the symbols allow, a size that may never run), which its reason names, as a predicate's."""
     out = {}
     for g in offloadable(saved):
-        n = group_bytes(saved, g.nbytes)
-        out[g.id] = (n >= arg, f"{mib(n)} {'>=' if n >= arg else '<'} {arg} B (above:{arg})")
+        n, at = ctx.sizes[g.id], sizes_text(ctx.hints, g.nbytes.free_symbols)
+        out[g.id] = (n >= arg, f"{mib(n)} {'>=' if n >= arg else '<'} {arg} B (above:{arg}"
+                               + (f"; decided at {at})" if at else ")"))
     return out
 
 
 def offload_budget(saved: SavedSet, arg: Any, ctx: OffloadContext) -> Decisions:
-    """Offload the largest groups until the device saved bytes per slot fit ``arg``."""
-    sizes = {g.id: ctx.sizes[g.id] for g in saved.groups if g.source is Source.INTERMEDIATE}
-    device = sum(sizes.values())
-    out = {}
-    for g in sorted(offloadable(saved), key=lambda g: -sizes[g.id]):
+    """Offload the largest groups until what the rest holds of the device arena per slot fits
+    ``arg``: each group at its bytes there, aligned (``ctx.kept``, from ``plan_arena``: padded
+    to 512, 40 groups of 16 B hold 20 KiB), at the sizes being compiled (``choose_offload``
+    bounds a dynamic graph to them). A group that cannot move says why, and whether the
+    budget is met without it."""
+    kept = {i: bytes_at(saved, e, ctx.hints) for i, e in ctx.kept.items()}
+    device, label, out = sum(kept.values()), f"budget {mib(arg)}", {}
+    for g in sorted(offloadable(saved), key=lambda g: -kept[g.id]):
         if device > arg:
-            device -= sizes[g.id]
-            out[g.id] = (True, f"budget {mib(arg)}: {mib(sizes[g.id])}, one of the largest")
+            device -= kept[g.id]
+            out[g.id] = (True, f"{label}: {mib(kept[g.id])} of the device arena, one of "
+                               "the largest")
         else:
-            out[g.id] = (False, f"budget {mib(arg)}: the rest fits ({mib(device)})")
+            out[g.id] = (False, f"{label}: the rest fits ({mib(device)} of the device arena)")
+    over = f"; {mib(device)} stay on the device, over the budget" if device > arg else ""
+    groups = {g.id: g for g in saved.groups}
+    for i in kept.keys() - out.keys():
+        out[i] = (False, f"{label}: {why_not_offloadable(saved, groups[i])}{over}")
     return out
 
 
@@ -185,19 +165,11 @@ def offload_if(predicate: Callable[[Any], bool]):
     first, and the choice holds at every shape the graph runs."""
     def policy(saved: SavedSet, arg: Any, ctx: OffloadContext) -> Decisions:
         name = getattr(predicate, "__name__", predicate)
-        at = ", ".join(f"{s}={v}" for s, v in sorted(ctx.hints.items(), key=str))
+        at = sizes_text(ctx.hints, ctx.hints)
         return {g.id: (any(predicate(at_sizes(saved.tensor(m), ctx.hints)) for m in g.members),
                        f"predicate {name}" + (f" (decided at {at})" if at else ""))
                 for g in offloadable(saved)}
     return policy
-
-
-def at_sizes(t: SavedTensor, hints: dict) -> SavedTensor:
-    """``t`` with the symbols of ``hints`` set to their values."""
-    def value(e: Any) -> Any:
-        return sympy.sympify(e).xreplace(hints)
-    return replace(t, shape=tuple(map(value, t.shape)), stride=tuple(map(value, t.stride)),
-                   storage_offset=value(t.storage_offset))
 
 
 OFFLOAD: dict[str, Callable[[SavedSet, Any, OffloadContext], Decisions]] = {
@@ -253,33 +225,55 @@ def offload_window(spec: Any, sizes: list[int]) -> int:
 
 
 def choose_offload(spec: Any, saved: SavedSet, ctx: OffloadContext
-                   ) -> tuple[Decisions, Callable[[], None]]:
-    """The policy's decisions, and what to run once the plan they went into is accepted (auto's
-    guards: a graph that falls back offloads nothing and must not be guarded)."""
+                   ) -> tuple[Decisions | Callable[[Mapping], Decisions], Callable[[], None]]:
+    """The policy's decisions, with a reason for every slotted group (those no policy can move
+    say why), and what to run once the plan they went into is accepted: the guards that bound
+    auto's and a budget's choice to the sizes it was made at, an unmet budget's warning (a
+    graph that falls back offloads nothing, and must not be guarded). A budget decides once
+    ``plan_arena`` gives it what each group holds of the device arena."""
     policy, arg = parse_offload(spec)
-    decisions = policy(saved, arg, ctx)
-    bounds = bound_to_hints(saved, decisions, ctx) if policy is offload_auto else ()
+    made: dict[str, Any] = {"bounds": (), "unmet": None}
+    label = (f"predicate {getattr(spec, '__name__', spec)}" if callable(spec)
+             else f"offload={spec!r}")
+
+    def decide(kept: Mapping | None = None) -> Decisions:
+        c = ctx if kept is None else replace(ctx, kept=dict(kept))
+        decisions = policy(saved, arg, c)
+        for g in saved.groups:
+            if g.source is Source.INTERMEDIATE and g.id not in decisions:
+                decisions[g.id] = (False, f"{label}: {why_not_offloadable(saved, g)}")
+        if policy is offload_budget:
+            stay = {i: e for i, e in c.kept.items() if not decisions[i][0]}
+            made["unmet"] = over_budget(saved, arg, stay, c.hints)
+        # An unmet budget moved all it could: a larger shape would choose the same, unguarded
+        if policy in (offload_auto, offload_budget) and not made["unmet"]:
+            made["bounds"] = bound_to_hints(saved, decisions, c, spec)
+        return decisions
 
     def commit() -> None:
-        for s, hint in bounds:
+        for s, hint in made["bounds"]:
             _torch.guard_at_most(ctx.shape_env, s, hint)
-    return decisions, commit
+        if made["unmet"]:
+            warnings.warn(made["unmet"], stacklevel=2)
+    return (decide if policy is offload_budget else decide()), commit
 
 
-def bound_to_hints(saved: SavedSet, decisions: Decisions, ctx: OffloadContext) -> tuple:
+def bound_to_hints(saved: SavedSet, decisions: Decisions, ctx: OffloadContext,
+                   spec: Any = "auto") -> tuple:
     """Auto's choice holds up to the shape it was timed at: a larger one moves more bytes under
     compute that grows less, so the copies stop hiding (H200 run 27c: planned at sequence 256,
-    run at 512, 1.27x no offload). So a dynamic graph with groups offloaded is guarded on its
-    sizes being at most those: Dynamo compiles a larger shape again, planned at its own size.
+    run at 512, 1.27x no offload); a budget's, up to the shape it weighed (a larger one keeps
+    more bytes on the device). So such a dynamic graph is guarded on its sizes (``growing``)
+    being at most those: Dynamo compiles a larger shape again, planned at its own size.
     Returns those (symbol, hint) bounds; none within a range the user gave (``mark_dynamic``
     min/max: a guard below it fails the compile) or past half Dynamo's recompile limit (the
     plan stands, with a warning), and none on a marked size at its least value (a guard there
-    would pin it, which Dynamo refuses too)."""
-    chosen = [g for g in saved.groups if decisions.get(g.id, (False, ""))[0]]
-    symbols = sorted({s for g in chosen for s in g.nbytes.free_symbols if s in ctx.hints}, key=str)
+    would pin it, which Dynamo refuses too). ``spec``: the option (an int is a budget)."""
+    symbols, annotate, risk = growing(saved, decisions, ctx.kept, isinstance(spec, int))
+    symbols = sorted(symbols & set(ctx.hints), key=str)
     if not symbols or ctx.shape_env is None:
         return ()
-    at = ", ".join(f"{s}={ctx.hints[s]}" for s in symbols)
+    at = sizes_text(ctx.hints, symbols)
     if _torch.declares_ranges(marked=True):
         symbols = [s for s in symbols
                    if _torch.symbol_range(ctx.shape_env, s)[0] < ctx.hints[s]]
@@ -288,13 +282,13 @@ def bound_to_hints(saved: SavedSet, decisions: Decisions, ctx: OffloadContext) -
         why = ("an input has a size range of its own (mark_dynamic min/max)" if ranged
                else "a size marked dynamic is at its least value" if not symbols
                else "Dynamo's recompile limit is near")
-        log.warning("fxslots: offload='auto' planned this graph at %s and it will run larger "
-                    "shapes too, where its copies may not hide (%s); fxslots.prepare(model, "
-                    "examples) compiles the largest first, or give offload a budget", at, why)
+        log.warning("fxslots: offload=%r planned this graph at %s and it will run larger "
+                    "shapes too, where %s (%s); fxslots.prepare(model, examples) compiles "
+                    "the largest first", spec, at, risk, why)
         return ()
-    log.info("offload='auto' planned at %s: this graph runs shapes up to those; a larger one "
-             "compiles again", at)
-    for g in chosen:
-        took, why = decisions[g.id]
-        decisions[g.id] = (took, f"{why} (planned at {at}; larger shapes compile again)")
+    log.info("offload=%r planned at %s: this graph runs shapes up to those; a larger one "
+             "compiles again", spec, at)
+    for i in annotate:
+        took, why = decisions[i]
+        decisions[i] = (took, f"{why} (planned at {at}; larger shapes compile again)")
     return tuple((s, ctx.hints[s]) for s in symbols)

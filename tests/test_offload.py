@@ -11,6 +11,7 @@ import re
 import warnings
 
 import pytest
+import sympy
 import torch
 
 import fxslots
@@ -449,6 +450,165 @@ def test_a_predicate_over_sizes_decides_at_the_shape_compiled():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         _rows_train_bitwise(compiled_twins(MLP, {"offload": large}, True), (32, 5, 40), (16,))
+
+
+class _SaveSlices(torch.autograd.Function):
+    """Saves 40 slices of 4 floats: 40 groups of 16 B, each padded to the arena's alignment."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(*[x[i:i + 4].sin() for i in range(40)])
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2 + sum(t.sum() for t in ctx.saved_tensors)
+
+
+class _Slices(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(44))
+
+    def forward(self, x):
+        return _SaveSlices.apply(x * self.w)
+
+
+@pytest.mark.parametrize("alignment", [512, 2048])
+def test_a_budget_counts_each_group_at_what_it_holds_of_the_arena(alignment):
+    """The arena pads every group to ``alignment``: 40 groups of 16 B (640 saved bytes) hold
+    20 KiB of it at 512. A budget of 1000 B that summed the raw bytes kept them all, a device
+    arena 20x the budget while each reason said the rest fits in 640 B (found by a review).
+    Each group now counts at its aligned bytes, and the reasons quote them; at 2048 no group
+    fits, so all go. Gradients aot_eager's."""
+    torch.manual_seed(0)
+    g = _plan(_Slices(), (torch.randn(44),), slots=1, offload=1000, alignment=alignment)
+    assert int(g.plan.capacity) <= 1000 * 1.05
+    moved = [p for p in g.plan.placements if p.write is Write.OFFLOAD]
+    assert len(moved) == (39 if alignment == 512 else 40)
+    assert all(f"{alignment} B of the device arena" in p.reason for p in moved)
+    kept = [p.reason for p in g.plan.placements if p.write in (Write.OUT, Write.COPY)]
+    assert len(kept) == (1 if alignment == 512 else 0)
+    assert all("the rest fits (512 B of the device arena)" in r for r in kept)
+    twins = compiled_twins(_Slices, {"offload": 1000, "alignment": alignment, "slots": 1})
+    _rows_train_bitwise(twins, (44, 44), ())
+
+
+def test_a_budget_holds_at_every_shape_under_dynamic_shapes():
+    """A budget weighed at the shape compiled held only there: a dynamic graph then ran larger
+    shapes with the same choice, and its device arena grew past the budget with one compile
+    and no warning (found by a review). As auto's, its choice is bounded to the sizes it was
+    made at (``offloading.bound_to_hints``): smaller shapes reuse the graph, a larger one
+    compiles again and is weighed at its own size; at every shape the device arena per slot
+    stays within the budget, gradients aot_eager's."""
+    budget, compiles = 4096, []
+    ours, ref, f, g = compiled_twins(lambda: MLP(16, 32, 2), {"offload": budget, "slots": 1},
+                                     True)
+    with fxslots.report.recording() as records:
+        for n in (8, 4, 64, 32, 256):
+            _rows_train_bitwise((ours, ref, f, g), (n,), (16,))
+            compiles.append(fxslots.counters["compiles"])
+            variant = [r for r in records if r.variant is not None][-1].variant
+            assert variant.ring.slots[0].nbytes <= budget * 1.05, n
+    assert compiles[0] == compiles[1] < compiles[2] == compiles[3] == compiles[4]
+    first = [r for r in records if r.plan is not None][0].plan
+    slotted = [p for p in first.placements if p.write is not Write.NONE]
+    assert slotted and all(re.search(r"budget 4096 B: .*\(planned at s\d+=8; larger shapes "
+                                     r"compile again\)", p.reason) for p in slotted)
+
+
+def test_above_decides_at_the_sizes_compiled():
+    """Under dynamic shapes ``above:<bytes>`` compared each group's bytes at the least value
+    its symbols allow (2), a size that never runs: attention's scores, the only group that
+    grows quadratically, weighed 64 B there against 256 B for each linear one, so a threshold
+    could offload those and keep the scores, the largest at any sequence past 8 (found by a
+    review: ``above:100``). It decides at the sizes being compiled, as a predicate does, and
+    says so; gradients aot_eager's."""
+    from examples.models import Attention
+
+    torch.manual_seed(0)
+    g = _plan(Attention(), (torch.randn(2, 32, 16),), dynamic=True, offload="above:8192")
+    moved = [p for p in g.plan.placements if p.write is Write.OFFLOAD]
+    kept = [p for p in g.plan.placements if "(above:8192" in p.reason and p not in moved]
+    assert len(moved) == 1 and len(kept) == 4
+    (scores,) = moved  # the only group quadratic in a symbol: 8*s0**2*s1 bytes
+    assert any(sympy.degree(scores.nbytes, s) == 2 for s in scores.nbytes.free_symbols)
+    at = r" \(above:8192; decided at s\d+=(\d+), s\d+=(\d+)\)"
+    assert sorted(re.fullmatch("16384 B >= 8192 B" + at, scores.reason).groups()) == ["2", "32"]
+    assert all(sorted(re.search("kept on the device: 4096 B < 8192 B" + at + "$",
+                                p.reason).groups()) == ["2", "32"] for p in kept)
+    _rows_train_bitwise(compiled_twins(MLP, {"offload": "above:4096"}, True), (64, 5, 80),
+                        (16,))
+
+
+class _SaveStrided(torch.autograd.Function):
+    """Saves two strided views of one temporary: no one dense tensor covers the group, so it
+    cannot be offloaded."""
+
+    @staticmethod
+    def forward(ctx, x):
+        s = x.sin()
+        ctx.save_for_backward(s[::2], s[1::4])
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        return g * 2 + a.sum() + b.sum()
+
+
+class _SaveTwoDtypes(torch.autograd.Function):
+    """Saves one temporary as float32 and as int32 views: a group of two dtypes, which a
+    reload of one span of one dtype cannot restore."""
+
+    @staticmethod
+    def forward(ctx, x):
+        s = x.sin()
+        ctx.save_for_backward(s, s.view(torch.int32))
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        return g * a.cos() + (b & 1).float()
+
+
+class _Stuck(torch.nn.Module):
+    def __init__(self, fn=_SaveStrided):
+        super().__init__()
+        self.fn = fn
+        self.w = torch.nn.Parameter(torch.randn(1024))
+
+    def forward(self, x):
+        return self.fn.apply(x * self.w)
+
+
+@pytest.mark.parametrize("fn,spec,says", [
+    (_SaveStrided, 0, "budget 0 B: cannot be offloaded: no one dense tensor covers its bytes"),
+    (_SaveTwoDtypes, "all", "offload='all': cannot be offloaded: its tensors are of 2 dtypes")],
+    ids=["unmet-budget", "all-two-dtypes"])
+def test_a_group_no_policy_can_move_says_why_and_an_unmet_budget_warns(fn, spec, says):
+    """A group that cannot be offloaded stayed on the device with no word from the policy, and
+    a budget it put out of reach (offload=0) passed silently (found by a review). Its reason
+    now says why it stays, and an unmet budget warns once: the budget, the bytes that stay
+    and why. Gradients aot_eager's."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        g = _plan(_Stuck(fn), (torch.randn(1024),), slots=1, offload=spec)
+    (slotted,) = [p for p in g.plan.placements if p.write is not Write.NONE]
+    assert slotted.write is not Write.OFFLOAD and f"kept on the device: {says}" in slotted.reason
+    unmet = [str(w.message) for w in caught if "is not met" in str(w.message)]
+    if spec == 0:
+        assert slotted.reason.endswith("; 4096 B stay on the device, over the budget")
+        assert len(unmet) == 1 and re.match(
+            r"fxslots: offload=0 \(a budget of device saved bytes per slot\) is not met: "
+            r"4096 B stay on the device: g\d+ cannot be offloaded: no one dense", unmet[0])
+    else:
+        assert not unmet
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        twins = compiled_twins(lambda: _Stuck(fn), {"offload": spec, "slots": 1})
+        _rows_train_bitwise(twins, (1024, 1024), ())
 
 
 # The offload window (issue 10, item 1-2): the planners on plain numbers, then on graphs.

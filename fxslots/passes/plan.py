@@ -8,7 +8,7 @@ equalities between sizes are checked at sample shapes (``geometry.same_value``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Callable, Mapping
 
 import sympy
 
@@ -28,6 +28,7 @@ from ..schemas import (
 )
 
 Ranges = Mapping[sympy.Symbol, tuple[int, "int | None"]]
+Decisions = Mapping[int, tuple[bool, str]]  # group -> (offloaded?, why)
 
 
 def unplaceable_reason(saved: SavedSet) -> str | None:
@@ -75,7 +76,7 @@ class _Cursor:
 
 def plan_arena(saved: SavedSet, *, alignment: int = 512, copy_free: bool = True,
                staged_inputs: tuple[SavedTensor, ...] = (),
-               offload: Mapping[int, tuple[bool, str]] | frozenset[int] = frozenset(),
+               offload: Decisions | frozenset[int] | Callable[[dict], Decisions] = frozenset(),
                outputs_copied: bool = False) -> ArenaPlan:
     """Give every storage group that needs a slot an aligned byte range in one slot's arena.
 
@@ -89,14 +90,15 @@ def plan_arena(saved: SavedSet, *, alignment: int = 512, copy_free: bool = True,
 
     Groups in ``offload`` go to the slot's host arena instead (packed the same way): the forward
     copies them there, the backward reloads them. A mapping gives each group the policy's
-    decision and reason (kept groups say why they were not offloaded). ``outputs_copied`` (CUDA
-    graphs): the runtime copies user outputs out for the caller, so a group one shares is
-    written in place like any other (the caller's copy is made from the slot), not copied in.
+    decision and reason (kept groups say why they were not offloaded); a function (a budget:
+    it needs the alignment and each group's write) maps ``_kept_bytes`` to one.
+    ``outputs_copied`` (CUDA graphs): the runtime copies user outputs out for the caller, so a
+    group one shares is written in place like any other (the caller's copy is made from the
+    slot), not copied in.
     """
-    if not isinstance(offload, Mapping):
-        offload = {g: (True, "the offload policy chose it") for g in offload}
-    cursor, host = _Cursor(alignment), _Cursor(alignment)
     writes = _Writes(copy_free, bool(staged_inputs), outputs_copied)
+    offload = _decisions(offload, saved, writes, alignment)
+    cursor, host = _Cursor(alignment), _Cursor(alignment)
     placements = [_place_group(saved, g, cursor, host, writes, offload.get(g.id, (False, "")))
                   for g in saved.groups]
     staging = [_stage(t, cursor) for t in staged_inputs]
@@ -111,6 +113,31 @@ def plan_arena(saved: SavedSet, *, alignment: int = 512, copy_free: bool = True,
         offloaded_bytes=sympy.Add(*[p.copied_bytes for p in placements
                                     if p.write is Write.OFFLOAD]),
     )
+
+
+def _decisions(offload: Decisions | frozenset[int] | Callable[[dict], Decisions],
+               saved: SavedSet, writes: _Writes, alignment: int) -> Decisions:
+    """``offload`` as a mapping: a set offloads each group in it, a function decides on what
+    each group would hold of the device arena."""
+    if callable(offload):
+        return offload(_kept_bytes(saved, writes, alignment))
+    if isinstance(offload, Mapping):
+        return offload
+    return {g: (True, "the offload policy chose it") for g in offload}
+
+
+def _kept_bytes(saved: SavedSet, writes: _Writes, alignment: int) -> dict[int, sympy.Expr]:
+    """What each slotted group would hold of the device arena if kept there: the bytes
+    ``_place`` gives it (a storage written whole, all of it), padded to the alignment as the
+    cursor pads them (40 groups of 16 bytes hold 20 KiB at 512)."""
+    out = {}
+    for g in saved.groups:
+        if g.source is Source.INTERMEDIATE:
+            members = [saved.tensor(m) for m in g.members]
+            write, _ = _choose_write(g, members, writes, saved.symbol_ranges)
+            whole = write is Write.OUT and not _root_covers(g, saved.symbol_ranges)
+            out[g.id] = sympy.sympify(align_up(g.root.nbytes if whole else g.nbytes, alignment))
+    return out
 
 
 def _stage(t: SavedTensor, cursor: _Cursor) -> SlotView:
