@@ -96,7 +96,7 @@ class _Compiler:
         checkpointed = any("recompute" in n.meta for n in joint.graph.nodes)  # by the user
         policy = RECOMPUTE[self.options.recompute]
         tagged = observe("tag_recompute", tag_recompute, joint,
-                         lambda n: is_host_scalar(n) or policy(n),
+                         lambda n: is_host_scalar(n) or policy(n), num_fwd_outputs,
                          summary=lambda t: f"{len(t)} forward ops to recompute "
                                            f"({self.options.recompute})")
         self.partitioner = resolve_partitioner(self.options.partitioner, self.options.kernels,

@@ -156,6 +156,29 @@ def test_norms_are_recomputed_in_backward_instead_of_copied():
     assert_equal(ours, ref, exact=True)  # the same kernel on the same input
 
 
+class _WithStd(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.lin(x)
+        return (h.sin() * h.cos()).sum() + h.std()
+
+
+def test_only_forward_ops_are_listed_as_recomputed():
+    """Found by a review: std's backward formula builds 0-d CPU scalars from no tangent
+    (``detach``, ``mul``, ``eq``), which the host-scalar rule tags in the joint graph; the
+    report listed them as forward ops recomputed in backward. None is: nothing is listed, and
+    training stays bitwise aot_eager's."""
+    from tests.helpers import compiled_twins, train_twins
+
+    torch.manual_seed(0)
+    report = str(fxslots.explain(_WithStd(), torch.randn(4, 8)))
+    assert "recomputed in backward" not in report, report
+    train_twins(compiled_twins(_WithStd), [torch.randn(4, 8) for _ in range(2)], lambda y: y)
+
+
 @torch.library.custom_op("fxslots_tests::add_into", mutates_args=("buf",))
 def _add_into(buf: torch.Tensor, x: torch.Tensor) -> None:
     buf.add_(x)

@@ -13,8 +13,12 @@ from .._torch import returns_view
 from .collect import mutated_placeholders
 
 
-def tag_recompute(joint: fx.GraphModule, choose: Callable[[Any], bool]) -> frozenset[str]:
-    """Tag the forward ops ``choose`` picks as "prefer recompute"; returns their names.
+def tag_recompute(joint: fx.GraphModule, choose: Callable[[Any], bool],
+                  num_fwd_outputs: int | None = None) -> frozenset[str]:
+    """Tag the forward ops ``choose`` picks as "prefer recompute"; returns the names of those
+    the forward's outputs need (its first ``num_fwd_outputs``): the backward's own constants (a
+    0-d scalar its formula builds, read by no tangent) are tagged too, so that no partitioner
+    moves them into the forward to save them, but they are no forward op recomputed.
 
     Never tags an op computed from an input the graph mutates: backward would recompute it from
     the mutated value (a wrong gradient, with no error to say so) and would have to save the
@@ -24,6 +28,7 @@ def tag_recompute(joint: fx.GraphModule, choose: Callable[[Any], bool]) -> froze
     clones, and everything computed from them, stay untagged too.
     """
     mutated = mutated_placeholders(joint)
+    forward = None if num_fwd_outputs is None else _needed_by_outputs(joint, num_fwd_outputs)
     backward: set[fx.Node] = set()
     tainted: set[fx.Node] = set(mutated)
     tagged: set[str] = set()
@@ -37,8 +42,22 @@ def tag_recompute(joint: fx.GraphModule, choose: Callable[[Any], bool]) -> froze
             continue
         if n.op == "call_function" and "recompute" not in n.meta and choose(n):
             _tag_with_views(n)
-            tagged.add(n.name)
+            if forward is None or n in forward:
+                tagged.add(n.name)
     return frozenset(tagged)
+
+
+def _needed_by_outputs(joint: fx.GraphModule, count: int) -> set[fx.Node]:
+    """The nodes the joint graph's first ``count`` outputs (the forward's) are computed from."""
+    outputs = fx.node.map_arg(next(iter(joint.graph.find_nodes(op="output"))).args[0],
+                              lambda a: a)
+    todo = [a for a in list(outputs)[:count] if isinstance(a, fx.Node)]
+    seen: set[fx.Node] = set()
+    while todo:
+        if (n := todo.pop()) not in seen:
+            seen.add(n)
+            todo += n.all_input_nodes
+    return seen
 
 
 def _tag_with_views(n: fx.Node) -> None:

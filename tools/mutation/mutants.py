@@ -1754,6 +1754,11 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/test_pipeline_schedules.py::test_the_schedules_own_eval_runs_between_steps",
             "tests/test_pipeline_schedules.py::test_a_later_schedules_eval_over_the_compiled_"
             "stage_holds_no_slots")),
+    Mutant("backward-constants-listed-recomputed", "fxslots/passes/recompute.py",
+           "            if forward is None or n in forward:",
+           "            if True:",
+           "only ops the forward's outputs need are listed as recomputed in backward", "cpu",
+           ("tests/test_numerics.py::test_only_forward_ops_are_listed_as_recomputed",)),
     Mutant("staged-bytes-with-gaps", "fxslots/schemas/__init__.py",
            "        return sympy.Add(*[compact_elements(v.shape, v.stride) * v.dtype.itemsize",
            "        return sympy.Add(*[span_elements(v.shape, v.stride) * v.dtype.itemsize",
