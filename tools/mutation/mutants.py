@@ -1754,6 +1754,35 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/test_pipeline_schedules.py::test_the_schedules_own_eval_runs_between_steps",
             "tests/test_pipeline_schedules.py::test_a_later_schedules_eval_over_the_compiled_"
             "stage_holds_no_slots")),
+    Mutant("budget-ignores-alignment", PLAN,
+           "            out[g.id] = sympy.sympify(align_up(g.root.nbytes if whole else g.nbytes, "
+           "alignment))\n",
+           "            out[g.id] = sympy.sympify(g.root.nbytes if whole else g.nbytes)\n",
+           "a budget counts each kept group at its aligned bytes in the device arena", "cpu",
+           ("tests/test_offload.py::test_a_budget_counts_each_group_at_what_it_holds_of_the_"
+            "arena",)),
+    Mutant("budget-not-bounded-to-its-shape", OFFLOADING,
+           '        if policy in (offload_auto, offload_budget) and not made["unmet"]:\n',
+           '        if policy is offload_auto and not made["unmet"]:\n',
+           "a dynamic graph a budget planned runs shapes up to the one it was weighed at", "cpu",
+           ("tests/test_offload.py::test_a_budget_holds_at_every_shape_under_dynamic_shapes",)),
+    Mutant("above-weighs-another-size", OFFLOADING,
+           "        n, at = ctx.sizes[g.id], sizes_text(ctx.hints, g.nbytes.free_symbols)\n",
+           "        n, at = bytes_at(saved, g.nbytes, {}), sizes_text(ctx.hints, "
+           "g.nbytes.free_symbols)\n",
+           "above:<bytes> weighs each group at the sizes being compiled", "cpu",
+           ("tests/test_offload.py::test_above_decides_at_the_sizes_compiled",)),
+    Mutant("unmet-budget-silent", OFFLOADING,
+           '            warnings.warn(made["unmet"], stacklevel=2)\n', "            pass\n",
+           "a budget the plan cannot meet warns, naming the bytes that stay and why", "cpu",
+           ("tests/test_offload.py::test_a_group_no_policy_can_move_says_why_and_an_unmet_"
+            "budget_warns",)),
+    Mutant("unmovable-group-unexplained", OFFLOADING,
+           '                decisions[g.id] = (False, f"{label}: {why_not_offloadable(saved, g)}")\n',
+           "                pass\n",
+           "a group no offload policy can move says why it stays on the device", "cpu",
+           ("tests/test_offload.py::test_a_group_no_policy_can_move_says_why_and_an_unmet_"
+            "budget_warns",)),
     Mutant("backward-constants-listed-recomputed", "fxslots/passes/recompute.py",
            "            if forward is None or n in forward:",
            "            if True:",
