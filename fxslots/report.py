@@ -15,7 +15,7 @@ from .prepare import restored
 from .runtime.cudagraphs.executor import GraphExecutor
 from .runtime.cudagraphs.room import describe_room
 from .printing import format_arena_grads, format_graph, format_plan
-from .schemas import ArenaPlan, SavedSet
+from .schemas import ArenaPlan, SavedSet, SlotView, Write
 
 
 @dataclass
@@ -59,14 +59,20 @@ def plan_to_json(saved: SavedSet, plan: ArenaPlan) -> str:
         "capacity_bound": plan.capacity_bound,
         "alignment": plan.alignment,
         "copied_bytes": str(plan.copied_bytes),
+        "host_capacity": str(plan.host_capacity),
+        "offloaded_bytes": str(plan.offloaded_bytes),
+        "staged_bytes": str(plan.staged_bytes),
+        "staging": [_view_json(v) for v in plan.staging],
         "groups": [{
             "group": p.group,
             "source": groups[p.group].source.value,
             "write": p.write.value,
+            "arena": "host" if p.write is Write.OFFLOAD else "device",
             "offset": str(p.offset),
             "nbytes": str(p.nbytes),
             "copies": list(p.copies),
             "reason": p.reason,
+            "views": [_view_json(v) for v in p.views],
             "members": [{
                 "name": t.name,
                 "dtype": str(t.dtype).replace("torch.", ""),
@@ -77,6 +83,15 @@ def plan_to_json(saved: SavedSet, plan: ArenaPlan) -> str:
             } for t in (saved.tensor(m) for m in groups[p.group].members)],
         } for p in plan.placements],
     }, indent=1)
+
+
+def _view_json(v: SlotView) -> dict[str, Any]:
+    """A tensor the runtime makes over the slot's arena: where the graph finds a saved value
+    (its byte offset from the arena's first byte)."""
+    return {"name": v.name, "holds": v.holds, "arena": "host" if v.host else "device",
+            "dtype": str(v.dtype).replace("torch.", ""), "shape": [str(s) for s in v.shape],
+            "stride": [str(s) for s in v.stride],
+            "byte_offset": str(v.storage_offset * v.dtype.itemsize)}
 
 
 @contextlib.contextmanager

@@ -1783,6 +1783,11 @@ MUTANTS: tuple[Mutant, ...] = (
            "a group no offload policy can move says why it stays on the device", "cpu",
            ("tests/test_offload.py::test_a_group_no_policy_can_move_says_why_and_an_unmet_"
             "budget_warns",)),
+    Mutant("json-view-offset-in-elements", "fxslots/report.py",
+           '            "byte_offset": str(v.storage_offset * v.dtype.itemsize)}',
+           '            "byte_offset": str(v.storage_offset)}',
+           "the JSON plan gives each view's place in bytes from the arena's first byte", "cpu",
+           ("tests/test_plot.py::test_json_plan_round_trips",)),
     Mutant("backward-constants-listed-recomputed", "fxslots/passes/recompute.py",
            "            if forward is None or n in forward:",
            "            if True:",
