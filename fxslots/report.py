@@ -137,7 +137,8 @@ def _slots(rec: list[Any]) -> list[dict[str, Any]]:
     for ring in rings.values():
         for s in ring.slots:
             slots.append({"ring": ring.name, "slot": s.index, "bytes": s.nbytes,
-                          "variant": s.variant, "microbatch": s.microbatch,
+                          "host_bytes": s.host_nbytes, "variant": s.variant,
+                          "microbatch": s.microbatch,
                           "pending": s.pending()})
     return slots
 

@@ -144,7 +144,7 @@ def test_explain_leaves_no_compile_behind_and_joins_no_earlier_region():
     m = mlp(8)
     reports = [fxslots.explain(m, torch.randn(4, 8)) for _ in range(2)]
     assert [r.slots for r in reports] == [[{"ring": "region 0", "slot": 0, "bytes": 512,
-                                            "variant": "v0", "microbatch": 0,
+                                            "host_bytes": 0, "variant": "v0", "microbatch": 0,
                                             "pending": False}]] * 2
     assert str(reports[0]) == str(reports[1])
     assert len(fxslots.regions()) == 1  # `other`'s: explain's are its own

@@ -315,6 +315,8 @@ def test_json_plan_round_trips(name):
             assert evaluate(_sym(j["capacity"], symbols), env) == evaluate(plan.capacity, env)
     if name == "mlp-offloaded":
         assert [g["arena"] for g in data["graphs"][0]["groups"]].count("host") >= 1
+        (_, plan), = report.plans
+        assert data["slots"][0]["host_bytes"] == int(plan.host_capacity) > 0
 
 
 # ---------------------------------------------------------------------------------------------
