@@ -258,11 +258,13 @@ def test_a_buffer_the_forward_rebinds_does_not_name_the_module(request, graphs):
     (test_inference_graphs has the inference side)."""
     if graphs:
         request.getfixturevalue("stand_in_graphs")
-    train_twins(compiled_twins(_CountsSteps, {"slots": 1}), [torch.randn(4, 8) for _ in range(6)])
+    twins = compiled_twins(_CountsSteps, {"slots": 1})  # held: the region frees with its model
+    train_twins(twins, [torch.randn(4, 8) for _ in range(6)])
     region, = [r for r in fxslots.regions() if r.ring.slots]
     assert region.ring.grow_events == 1 and region.ring.slots[0].arena is not None
     if graphs:
         assert sum(len(v.executor.graphs) for v in region.live_variants()) == 2
+    del twins
 
 
 def _train_pair(options, steps, between=None, hooks=None, prepared=False):
