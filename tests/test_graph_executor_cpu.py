@@ -267,6 +267,34 @@ def test_a_buffer_the_forward_rebinds_does_not_name_the_module(request, graphs):
     del twins
 
 
+def test_grad_given_new_memory_each_step_keeps_the_graphs_bounded(stand_in_graphs, caplog):
+    """Found by a review: a loop that gives ``.grad`` new memory every step (``p.grad =
+    torch.zeros_like(p)``) with two microbatches in flight, where gradients go into the arena:
+    the accumulating backward's key holds the ``.grad`` addresses, so every step captured
+    under new keys and kept the old graphs (80 after 40 steps), counting no recapture. The
+    oldest such graph is dropped and counted now, and the warning names it."""
+    torch.manual_seed(0)
+    ours, ref = MLP(), MLP()
+    ref.load_state_dict(ours.state_dict())
+    f = torch.compile(ours, backend="fxslots", options={"slots": 2})
+    held = []
+    for step in range(12):
+        xs = [torch.randn(8, 16, generator=torch.Generator().manual_seed(2 * step + i))
+              for i in range(2)]
+        for model, fn in ((ours, f), (ref, ref)):
+            for out in [fn(x) for x in xs]:
+                out.square().mean().backward()
+            with torch.no_grad():
+                for p in model.parameters():
+                    p.sub_(0.1 * p.grad)
+                    p.grad = torch.zeros_like(p)
+        region, = fxslots.regions()
+        held.append(sum(len(v.executor.graphs) for v in region.live_variants()))
+    assert all(torch.equal(a, b) for a, b in zip(ours.parameters(), ref.parameters()))
+    assert held[-1] == held[5] and fxslots.counters["recaptures"] >= 3, held
+    assert any("captured again" in r.getMessage() for r in caplog.records)
+
+
 def _train_pair(options, steps, between=None, hooks=None, prepared=False):
     """fxslots (stand-in graphs) and aot_eager side by side, one microbatch per step; the
     slot's token recipe after each fxslots forward; ``between(step, models)`` runs after the

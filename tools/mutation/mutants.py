@@ -1783,6 +1783,13 @@ MUTANTS: tuple[Mutant, ...] = (
            "a group no offload policy can move says why it stays on the device", "cpu",
            ("tests/test_offload.py::test_a_group_no_policy_can_move_says_why_and_an_unmet_"
             "budget_warns",)),
+    Mutant("moved-grads-pile-up", "fxslots/runtime/cudagraphs/executor.py",
+           "        if old is not None and not state.preparing:  # .grad given new memory; not "
+           "prepare's",
+           "        if False:",
+           "a graph adding into .grad buffers the loop gave new memory is dropped and counted as "
+           "a recapture (graphs stay bounded)", "cpu",
+           (f"{STAND_IN}::test_grad_given_new_memory_each_step_keeps_the_graphs_bounded",)),
     Mutant("json-view-offset-in-elements", "fxslots/report.py",
            '            "byte_offset": str(v.storage_offset * v.dtype.itemsize)}',
            '            "byte_offset": str(v.storage_offset)}',

@@ -29,7 +29,7 @@ from ..ring import Slot
 from ..variant import Direction, Variant
 from .banks import Tangents, forward_buffer, prepare_hint
 from .delivery import Deliveries, warm_up
-from .keys import CaptureKey
+from .keys import CaptureKey, moved_grads
 from .outputs import Captured, OutKind, describe_outputs, own_user_outputs, saved_views
 from .pool import CaptureFailed, CudaCapturer
 from .room import room_for
@@ -57,8 +57,7 @@ class GraphExecutor:
         mutated = mutated_placeholders(variant.forward_graph)
         self._mutated = {i for i, p in enumerate(placeholders) if p in mutated}
         self._tangents: list[int] | None = None
-        # False once a graph of the variant cannot be captured: every run is a first run,
-        # staged as a capture would be (the plan has placed the staged inputs in the slot).
+        # False once a graph cannot be captured: every run is a first run, staged as for one
         self.capturing = True
         self.tangents = Tangents(self.region, options.alignment)
         self.deliveries = Deliveries(options.alignment)
@@ -236,6 +235,10 @@ class GraphExecutor:
                         prepare_hint(self.region, key))
         cap = self._describe(graph, outs, key, slot, gargs, stage, nargs)
         del outs  # pool outputs die here; their bytes may serve later captures as scratch
+        old, moved = moved_grads(self.graphs, key, nargs, len(variant.ring.slots) + 1)
+        if old is not None and not state.preparing:  # .grad given new memory; not prepare's
+            self._drop(lambda k: k == old)
+            self.region.note_recapture((id(self), key._replace(grads_at=())), moved)
         self.graphs[key] = cap
         return cap
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Iterable, NamedTuple
 
 from ..variant import Direction
 
@@ -32,3 +32,21 @@ class CaptureKey(NamedTuple):
     # A backward that reads its tangents in this generation of its slot's output buffer
     # (banks.tangent_buffer); -1: in the region's staging buffer
     tangents_in: int = -1
+
+
+def moved_grads(keys: Iterable[CaptureKey], key: CaptureKey, nargs: int,
+                layouts: int) -> tuple[CaptureKey | None, int]:
+    """Before ``key`` is captured: the oldest of ``keys`` that differ from it only in where
+    .grad lies, once ``layouts`` of them exist (where .grad may lie: in any slot's arena, as the
+    step's first backward placed it, or in the output buffer; a loop that gives .grad new
+    memory makes more, whose graphs add into buffers it let go: drop it, and count a
+    recapture), and the argument of the first .grad that moved (the ``.grad`` buffers are the
+    last of the ``nargs`` arguments); else (None, -1)."""
+    if not key.grads_at:
+        return None, -1
+    same = [k for k in keys if k.grads_at and k._replace(grads_at=key.grads_at) == key]
+    if len(same) < layouts:
+        return None, -1
+    old = same[0]  # a dict's keys come oldest first
+    moved = next((j for j, (a, b) in enumerate(zip(old.grads_at, key.grads_at)) if a != b), 0)
+    return old, nargs - len(key.grads_at) + moved
