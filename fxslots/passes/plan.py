@@ -134,9 +134,9 @@ def _kept_bytes(saved: SavedSet, writes: _Writes, alignment: int) -> dict[int, s
     for g in saved.groups:
         if g.source is Source.INTERMEDIATE:
             members = [saved.tensor(m) for m in g.members]
-            write, _ = _choose_write(g, members, writes, saved.symbol_ranges)
-            whole = write is Write.OUT and not _root_covers(g, saved.symbol_ranges)
-            out[g.id] = sympy.sympify(align_up(g.root.nbytes if whole else g.nbytes, alignment))
+            write, why = _choose_write(g, members, writes, saved.symbol_ranges)
+            p = _place(g, members, sympy.Integer(0), write, why, saved.symbol_ranges)
+            out[g.id] = sympy.sympify(align_up(p.nbytes, alignment))
     return out
 
 

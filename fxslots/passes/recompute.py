@@ -49,8 +49,7 @@ def tag_recompute(joint: fx.GraphModule, choose: Callable[[Any], bool],
 
 def _needed_by_outputs(joint: fx.GraphModule, count: int) -> set[fx.Node]:
     """The nodes the joint graph's first ``count`` outputs (the forward's) are computed from."""
-    outputs = fx.node.map_arg(next(iter(joint.graph.find_nodes(op="output"))).args[0],
-                              lambda a: a)
+    outputs = next(iter(joint.graph.find_nodes(op="output"))).args[0]  # one flat list
     todo = [a for a in list(outputs)[:count] if isinstance(a, fx.Node)]
     seen: set[fx.Node] = set()
     while todo:

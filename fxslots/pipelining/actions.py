@@ -177,9 +177,13 @@ class PipelinePlan:
         return f"{self.schedule} rank {r.rank}" if self.shared(stage) else \
             f"{self.schedule} stage {stage}"
 
-    def needed(self, stage: int) -> int:
+    def needed(self, stage: int, shared: bool | None = None) -> int:
+        """Slots ``stage`` needs: its rank's together where it shares their ring (``shared``:
+        as a stage was compiled, else as this plan would share it)."""
         r = self.rank_of(stage)
-        return r.shared_slots if self.shared(stage) else r.slots[stage]
+        if shared is None:
+            shared = self.shared(stage)
+        return r.shared_slots if shared else r.slots[stage]
 
     def options(self, stage: int, **extra: Any) -> dict[str, Any]:
         """fxslots options for ``stage``: its slots and arena group, then ``extra``. A 'slots'

@@ -21,7 +21,7 @@ from typing import Any
 
 from .. import _torch
 from ..errors import OptionsError
-from .actions import PipelinePlan, gpipe_steps, one_f_one_b_steps, plan_actions
+from .actions import gpipe_steps, one_f_one_b_steps, plan_actions
 
 # Attribute names: on a compiled module (its ``Compiled``), a wrapped method, a checked schedule.
 _MARK, _HOOKED, _CHECKED = "fxslots_pipeline_stage", "fxslots_hooked", "fxslots_slots_checked"
@@ -117,7 +117,7 @@ def check(schedule: Any) -> None:
     except ValueError:  # lists that do not read as F before B: the runtime error stays
         return
     for stage, c in sorted(compiled.items()):
-        need = _needed(needs, stage, c.shared)
+        need = needs.needed(stage, c.shared)
         if need > c.slots:
             shared = " (its rank's stages share one arena group)" if c.shared else ""
             raise OptionsError(
@@ -127,8 +127,3 @@ def check(schedule: Any) -> None:
                 f"with the fxslots option 'slots' {c.slots}; call compile_stages with the "
                 f"schedule that keeps the most in flight (and build the others' stages on its "
                 f"compiled stage.submod), or pass slots={need} to compile_stages")
-
-
-def _needed(plan: PipelinePlan, stage: int, shared: bool) -> int:
-    rank = plan.rank_of(stage)
-    return rank.shared_slots if shared else rank.slots[stage]

@@ -155,8 +155,8 @@ class Variant:
         if self.anchors:
             self.region.anchor(args[self.anchors[0]])
         if not self.plan.views and not self.plan.staging:  # nothing to save, nothing to stage
-            if self.accumulate is not None:
-                self._note_feeder(args)
+            if self.accumulate is not None:  # no slot, but its backward feeds .grad too
+                self._note_feeder(args, _torch.calling_node())
             return self.executor.forward(self, None, args, None, (None, None))
         lay = self.layout(args)
         self.region.note_forward()
@@ -168,11 +168,8 @@ class Variant:
         slot.layout, slot.saved_outs = lay, None
         slot.watched = _torch.saved_tensors_watched()
         if self.accumulate is not None:  # weakly: a dropped microbatch must not keep a model
-            indices = self.accumulate.indices
-            self._params[slot.index] = tuple(weakref.ref(args[i]) for i in indices)
-            key = (id(args[indices[0]]), id(args[indices[-1]])) if indices else (0, 0)
-            self._note_node(slot.node, key)
-            self.region.note_parameters(args, indices, key)
+            self._params[slot.index] = tuple(weakref.ref(args[i]) for i in self.accumulate.indices)
+            self._note_feeder(args, slot.node)
         try:
             out = self.executor.forward(self, slot, args, lay, (alias, host_alias))
             del alias, host_alias
@@ -181,14 +178,15 @@ class Variant:
             raise
         return out
 
-    def _note_feeder(self, args: list[Any]) -> None:
-        """A forward that takes no slot never adds into ``.grad`` itself, but its backward
-        still feeds its parameters through autograd: the backwards that do add (a head whose
-        weight is tied to this embedding) must know, or they add their share first and
-        autograd this one after: two roundings where eager sums and adds once."""
+    def _note_feeder(self, args: list[Any], node: Any) -> None:
+        """Note that this forward (autograd ``node``) feeds its parameters' ``.grad``, with or
+        without a slot: a forward without one never adds into ``.grad`` itself, but the
+        backwards that do (a head whose weight is tied to this embedding) must know, or they
+        add their share first and autograd this one after: two roundings where eager sums
+        and adds once."""
         indices = self.accumulate.indices
-        key = (id(args[indices[0]]), id(args[indices[-1]]))
-        self._note_node(_torch.calling_node(), key)
+        key = (id(args[indices[0]]), id(args[indices[-1]])) if indices else (0, 0)
+        self._note_node(node, key)
         self.region.note_parameters(args, indices, key)
 
     def backward(self, args: list[Any]) -> Any:

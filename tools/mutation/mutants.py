@@ -1755,9 +1755,8 @@ MUTANTS: tuple[Mutant, ...] = (
             "tests/test_pipeline_schedules.py::test_a_later_schedules_eval_over_the_compiled_"
             "stage_holds_no_slots")),
     Mutant("budget-ignores-alignment", PLAN,
-           "            out[g.id] = sympy.sympify(align_up(g.root.nbytes if whole else g.nbytes, "
-           "alignment))\n",
-           "            out[g.id] = sympy.sympify(g.root.nbytes if whole else g.nbytes)\n",
+           "            out[g.id] = sympy.sympify(align_up(p.nbytes, alignment))\n",
+           "            out[g.id] = sympy.sympify(p.nbytes)\n",
            "a budget counts each kept group at its aligned bytes in the device arena", "cpu",
            ("tests/test_offload.py::test_a_budget_counts_each_group_at_what_it_holds_of_the_"
             "arena",)),
@@ -1876,7 +1875,7 @@ MUTANTS: tuple[Mutant, ...] = (
            "the CLI refuses a dtype it cannot make random inputs of, before anything runs", "cpu",
            ("tests/test_cli.py::test_bad_command_lines_in_process",)),
     Mutant("slotless-forward-feeds-nothing", VARIANT,
-           "                self._note_feeder(args)",
+           "                self._note_feeder(args, _torch.calling_node())",
            "                pass",
            "a forward that takes no slot still counts as feeding its parameters' .grad", "cpu",
            ("tests/test_accumulate.py::test_a_graph_saving_nothing_still_counts_as_feeding_its_"
