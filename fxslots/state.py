@@ -8,8 +8,9 @@ What lives here:
   A region lives while a compiled variant of it does (Dynamo's code cache holds those).
 - ``preparing``: how deep inside ``fxslots.prepare`` this process is.
 - ``accumulators``: per parameter (weakly), the regions whose backward graphs may add into its
-  ``.grad``; ``accumulators_shared`` counts parameters that two regions feed (those take
-  autograd's path, which sums the regions' contributions before adding them).
+  ``.grad``, and ``OUTSIDE`` where a backward saw code outside fxslots feed it too;
+  ``accumulators_version`` changes whenever a parameter gains or loses a second feeder (those
+  backwards may take autograd's path, which sums every contribution before adding it).
 - ``inference``: the CUDA graphs of each compiled inference graph, held weakly
   (``runtime.cudagraphs.inference``): they live while Dynamo's code cache holds the graph.
 - ``pools``: per CUDA device, the shared graph pool that the region's graphs are captured into;
@@ -51,7 +52,8 @@ preparing = 0  # > 0 inside fxslots.prepare: captures there are expected, not ne
 # id(parameter) -> (a weak reference to it, ids of the regions). Not a WeakKeyDictionary:
 # it compares keys with ==, which a tensor answers elementwise.
 accumulators: dict[int, tuple[Any, set[int]]] = {}
-accumulators_shared = 0
+accumulators_version = 0
+OUTSIDE = 0  # the feeder id of code outside fxslots (a weight penalty, a tied eager module)
 viewed: list[tuple[Any, Any]] = []  # (memory, weak reference of the alias that views it)
 memset_kernels: dict[int, Any] = {}
 
@@ -90,6 +92,22 @@ def accumulator_ref(param: Any) -> Any:
             del accumulators[key]
 
     return weakref.ref(param, forget)
+
+
+def note_fed_outside(param: Any, fed: bool) -> None:
+    """Whether code outside fxslots fed ``param``'s accumulator too in the backward pass last
+    watched (``runtime.feeds.Feeds.watch``)."""
+    global accumulators_version
+    entry = accumulators.get(id(param))
+    if entry is None or entry[0]() is not param:  # a first step's: no forward noted it yet
+        entry = accumulators[id(param)] = (accumulator_ref(param), set())
+    if (OUTSIDE in entry[1]) == fed:
+        return
+    if fed:
+        entry[1].add(OUTSIDE)
+    else:
+        entry[1].discard(OUTSIDE)
+    accumulators_version += 1
 
 
 @contextlib.contextmanager

@@ -56,6 +56,7 @@ __all__ = [
     "accumulating_grads",
     "CheckedGrads",
     "running_accumulators",
+    "watch_accumulators",
     "split_backward_hazard",
     "schedule_stages",
     "schedule_microbatches",
@@ -268,7 +269,7 @@ def schedule_microbatches(schedule: Any) -> int:
 from .autograd import (  # noqa: E402
     CheckedGrads, accumulating_grads, calling_node, current_node, keep_graph,
     muted_post_accumulate_hooks, running_accumulators, runs_in_this_backward, saved_released,
-    saved_tensors_watched, split_backward_hazard, version,
+    saved_tensors_watched, split_backward_hazard, version, watch_accumulators,
 )
 from .compiling import (  # noqa: E402
     compile_contexts, declare_no_donated_buffers, forget_saved_dynamism, is_dynamo_signal,

@@ -6,7 +6,7 @@ import contextlib
 import functools
 import sys
 import weakref
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 import torch._dynamo.compiled_autograd as _compiled_autograd
@@ -156,6 +156,33 @@ def running_accumulators() -> dict[int, Any]:
     return {id(f.variable): f for f, _ in node.next_functions if isinstance(f, _ACCUMULATE_GRAD)}
 
 
+def watch_accumulators(params: list[torch.Tensor], grads: list[Any],
+                       report: Callable[[torch.Tensor, bool], None]) -> list[Any]:
+    """Call ``report(param, shared)`` when each parameter's AccumulateGrad node of the running
+    backward pass is about to add: ``shared`` when ``grads``'s gradient (the running node's) is
+    not all it got but summed with another node's (code outside fxslots that uses the parameter
+    too). Each gradient is held until then: the engine adds into a buffer in place only where
+    it holds the last reference, so a sum never keeps this one's address. Returns the hooks'
+    handles (each fires once). Only parameters the pass accumulates into and no tensor hook
+    changes."""
+    accumulators, handles = running_accumulators(), []
+    for p, g in zip(params, grads, strict=True):
+        # a tensor hook's result, not the sum, would stand in the accumulator's input
+        node = None if p._backward_hooks else _running_accumulator(p, accumulators.get(id(p)))
+        if not isinstance(g, torch.Tensor) or node is None:
+            continue
+        held, param = [g], weakref.ref(p)
+
+        def check(grad_inputs: tuple, held: list = held, param: Any = param) -> None:
+            p = param()
+            if held and p is not None:  # released at once: the engine then steals it as .grad
+                mine, got = held.pop(), grad_inputs[0]
+                report(p, got is None or got.data_ptr() != mine.data_ptr())
+
+        handles.append(node.register_prehook(check))
+    return handles
+
+
 # Private names a later torch may move: without them every parameter builds its edge instead.
 _CURRENT_NODE = getattr(torch._C, "_current_autograd_node", None)
 _ACCUMULATE_GRAD = getattr(getattr(torch._C, "_functions", None), "AccumulateGrad", None)
@@ -165,12 +192,18 @@ def _engine_accumulates(param: torch.Tensor, node: Any) -> bool:
     """Whether the running backward accumulates into ``param.grad`` at all: ``.backward()``
     reaching it does; ``torch.autograd.grad`` and ``backward(inputs=...)`` without it do not
     (zero-bubble pipelines compute input and weight gradients with ``autograd.grad``)."""
+    return _running_accumulator(param, node) is not None
+
+
+def _running_accumulator(param: torch.Tensor, node: Any) -> Any:
+    """``param``'s AccumulateGrad node (``node``, from ``running_accumulators``, or its
+    gradient edge's) if the running backward executes it, else None."""
     try:
         if node is None or node.variable is not param:  # an id can outlive its tensor
             node = torch.autograd.graph.get_gradient_edge(param).node
-        return bool(torch._C._will_engine_execute_node(node))
+        return node if torch._C._will_engine_execute_node(node) else None
     except RuntimeError:  # autograd.grad() asked for leaf gradients: it accumulates nothing
-        return False
+        return None
 
 
 class _Identity(torch.autograd.Function):

@@ -46,7 +46,7 @@ class Region:
     # accumulates them, a pipeline schedule), or had been dropped (zero_grad before it).
     grads_kept: bool = False
     # The autograd node of each forward that may add into .grad, weakly, with its parameter set
-    # (its first parameter's id): which of them one backward pass runs (_alone_in_backward).
+    # (its first and last parameter's ids): which of them a backward pass runs (runtime.feeds).
     forward_nodes: weakref.WeakKeyDictionary = field(default_factory=weakref.WeakKeyDictionary)
     nodes_unknown: bool = False  # a forward's node was not found: every backward leaves it
     # Each parameter set's key (its first and last parameter's ids) -> the ids of all its
@@ -118,7 +118,7 @@ class Region:
         old one died): the first time, record it in ``state.accumulators`` and relate it to
         every set of this region it shares a parameter with (a norm the blocks share, a tied
         bias). Related sets' backwards in one backward pass leave adding into .grad to
-        autograd (``Variant._alone_in_backward``), which sums all of a pass's shares first."""
+        autograd (``Feeds.alone_in_backward``), which sums all of a pass's shares first."""
         if key in self.param_sets and self._noted(args[indices[0]]):
             return
         ids = frozenset(id(args[i]) for i in indices)
@@ -136,13 +136,22 @@ class Region:
                 state.accumulators[id(p)] = (ref, regions)
             regions.add(id(self))
             if len(regions) == 2:
-                state.accumulators_shared += 1
+                state.accumulators_version += 1
 
     def _noted(self, p: Any) -> bool:
         """Whether ``state.accumulators`` holds this region for ``p`` itself: a key's ids may
         be a dead set's, reused by new parameters (a new model after an old one died)."""
         ref, regions = state.accumulators.get(id(p), (None, ()))
         return ref is not None and ref() is p and id(self) in regions
+
+    def feeds_in_this_backward(self, ids: set[int]) -> bool:
+        """Whether a forward of this region that fed one of the parameters ``ids`` is part of
+        the backward pass running now (it may have run already): it adds its share too."""
+        keys = {key for key, theirs in self.param_sets.items() if theirs & ids}
+        if not keys or self.nodes_unknown:
+            return bool(keys)
+        return any(params in keys and _torch.runs_in_this_backward(node)
+                   for node, params in list(self.forward_nodes.items()))
 
     @property
     def sets_share(self) -> bool:

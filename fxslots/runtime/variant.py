@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import enum
 import logging
-import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
@@ -17,6 +16,7 @@ import torch
 from .. import _torch, policies, state
 from ..schemas import ArenaPlan
 from .layout import SymbolBinder, ViewLayout, layout_of, slot_views
+from .feeds import Feeds
 from .region import Region
 from .ring import Slot, SlotRing
 
@@ -104,13 +104,14 @@ class Variant:
     # (ATen kernels; grads.deliver_forward): no pool bytes for them, no copy after the replay.
     deliver_forward: Deliver | None = None
     layouts: dict[tuple, ViewLayout] = field(default_factory=dict)
-    _params: dict[int, tuple] = field(default_factory=dict)  # per slot: its forward's params
-    _shared: tuple[int, bool] = (-1, False)  # (state.accumulators_shared, a parameter is shared)
-    _checked: Any = field(default_factory=_torch.CheckedGrads)  # the .grad buffers last checked
+    feeds: Feeds = field(init=False)  # its parameters, and whether its backward adds to .grad
     # kernels="inductor": Inductor's compiled graphs; the GraphModules above stay for analysis,
     # printing, and as what runs when Inductor could not compile one.
     forward_kernel: Callable[..., Any] | None = None
     backward_kernel: Callable[..., Any] | None = None
+
+    def __post_init__(self) -> None:
+        self.feeds = Feeds(self.name, self.region)
 
     def runner(self, direction: Direction, accumulate: bool = False,
                deliver: bool | int = False, captured: bool = False) -> Callable[..., Any]:
@@ -156,7 +157,7 @@ class Variant:
             self.region.anchor(args[self.anchors[0]])
         if not self.plan.views and not self.plan.staging:  # nothing to save, nothing to stage
             if self.accumulate is not None:  # no slot, but its backward feeds .grad too
-                self._note_feeder(args, _torch.calling_node())
+                self.feeds.note(args, self.accumulate.indices, _torch.calling_node(), None)
             return self.executor.forward(self, None, args, None, (None, None))
         lay = self.layout(args)
         self.region.note_forward()
@@ -167,9 +168,10 @@ class Variant:
                                                     lay.host_nbytes, params, _torch.calling_node())
         slot.layout, slot.saved_outs = lay, None
         slot.watched = _torch.saved_tensors_watched()
-        if self.accumulate is not None:  # weakly: a dropped microbatch must not keep a model
-            self._params[slot.index] = tuple(weakref.ref(args[i]) for i in self.accumulate.indices)
-            self._note_feeder(args, slot.node)
+        if self.accumulate is not None:
+            self.feeds.note(args, self.accumulate.indices, slot.node, slot)
+        elif self.backward_graph is None:  # which parameters it feeds is yet unknown
+            self.feeds.remember(args, self.candidates, slot)
         try:
             out = self.executor.forward(self, slot, args, lay, (alias, host_alias))
             del alias, host_alias
@@ -178,17 +180,6 @@ class Variant:
             raise
         return out
 
-    def _note_feeder(self, args: list[Any], node: Any) -> None:
-        """Note that this forward (autograd ``node``) feeds its parameters' ``.grad``, with or
-        without a slot: a forward without one never adds into ``.grad`` itself, but the
-        backwards that do (a head whose weight is tied to this embedding) must know, or they
-        add their share first and autograd this one after: two roundings where eager sums
-        and adds once."""
-        indices = self.accumulate.indices
-        key = (id(args[indices[0]]), id(args[indices[-1]])) if indices else (0, 0)
-        self._note_node(node, key)
-        self.region.note_parameters(args, indices, key)
-
     def backward(self, args: list[Any]) -> Any:
         if self.collapse is not None:
             args = self.collapse.backward_args(args)
@@ -196,7 +187,12 @@ class Variant:
         if self.saved_arg_index is not None:
             slot = self.ring.find(saved := args[self.saved_arg_index])
         try:
-            out = self.executor.backward(self, slot, args, self._grad_buffers(slot))
+            grads = self._grad_buffers(slot)
+            out = self.executor.backward(self, slot, args, grads)
+            if (grads is None and slot is not None and self.accumulate is not None
+                    and not torch.is_grad_enabled()):
+                self.feeds.watch(slot, self.accumulate.indices,
+                                [out[i] for i in self.accumulate.indices])
             # Only a backward that can put gradients in its arena learns the loop: the key of
             # an accumulating one then names where .grad is (prepare captures both ways).
             # Inductor's backwards cannot; keyed by it anyway they captured again in training.
@@ -207,65 +203,15 @@ class Variant:
             if slot is not None and not _torch.keep_graph():
                 self.ring.release(slot, saved)
 
-    def _note_node(self, node: Any, params: tuple[int, int]) -> None:
-        """``params``: its first and last accumulated parameter's ids (``.data =`` moves the
-        address, not the id)."""
-        if node is not None:
-            self.region.forward_nodes[node()] = params
-        elif not self.region.nodes_unknown:
-            self.region.nodes_unknown = True
-            log.info("%s: a forward's autograd node was not found in its calling frames; its "
-                     "backwards leave adding into .grad to autograd", self.name)
-
-    def _alone_in_backward(self, slot: Slot) -> bool:
-        """Whether this backward is the only one of this backward pass to feed its parameters
-        (no other forward of theirs runs in it: ``f(f(x))``, a sum of microbatches' losses,
-        whether their slots are pending or a saved-tensor hook let them go). Autograd sums all
-        contributions to a .grad before it adds them; in-graph adds of two backwards would
-        round differently. Every backward of the pass sees the same nodes (one that already
-        ran still counts), so all of them decide alike."""
-        if self.region.nodes_unknown:
-            return False
-        me, mine = _torch.current_node(), self._params.get(slot.index, ())
-        key = (id(mine[0]()), id(mine[-1]())) if mine else None
-        related = self.region.related.get(key, (key,))  # sets that share a parameter with it
-        return not any(params in related and node is not me
-                       and _torch.runs_in_this_backward(node)
-                       for node, params in list(self.region.forward_nodes.items()))
-
-    def _feeds_a_shared_parameter(self, refs: tuple) -> bool:
-        """Whether another region also adds into one of these parameters: autograd sums both
-        contributions and then adds once; two in-graph adds would round differently."""
-        if self._shared[0] != state.accumulators_shared:
-            entries = [state.accumulators.get(id(r())) for r in refs if r() is not None]
-            live = {id(r) for r in state.regions.values()}  # not those Dynamo's reset dropped
-            shared = any(e is not None and e[0]() is not None and len(e[1] & live) > 1
-                         for e in entries)
-            self._shared = (state.accumulators_shared, shared)
-        return self._shared[1]
-
     def grads_at(self) -> tuple[int, ...]:
-        """The addresses of the ``.grad`` buffers ``_grad_buffers`` last checked, which are the
-        ones it returned when it returns any (its check reads them every call: nothing to read
-        again)."""
-        return self._checked.ptrs
+        return self.feeds.grads_at()
 
     def _grad_buffers(self, slot: Slot | None) -> list[torch.Tensor] | None:
-        """The ``.grad`` buffers this backward can add into itself, or None when autograd must
-        do it: a buffer is missing or of another layout, a hook watches a parameter, another
-        region feeds one too, or this backward records a graph (create_graph=True)."""
+        """The ``.grad`` buffers this backward adds into itself, or None (``Feeds.buffers``);
+        never where it records a graph (create_graph=True)."""
         if self.accumulate is None or slot is None or torch.is_grad_enabled():
             return None
-        # the buffers first: after zero_grad(set_to_none=True) it stops at the first parameter,
-        # before the region-wide checks below (~10 us a backward, issue 12's host cost)
-        grads = _torch.accumulating_grads([ref() for ref in self._params.get(slot.index, ())],
-                                          self._checked)
-        if not grads:
-            return None
-        if (self._feeds_a_shared_parameter(self._params.get(slot.index, ()))
-                or not self._alone_in_backward(slot)):
-            return None
-        return grads
+        return self.feeds.buffers(slot)
 
 
 class EagerExecutor:

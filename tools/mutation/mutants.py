@@ -31,6 +31,7 @@ SLOT = "fxslots/runtime/slot.py"
 VARIANT = "fxslots/runtime/variant.py"
 LAYOUT = "fxslots/runtime/layout.py"
 REGION = "fxslots/runtime/region.py"
+FEEDS = "fxslots/runtime/feeds.py"
 STREAMS = "fxslots/streams.py"
 OFFLOAD = "fxslots/passes/offload.py"
 OFFLOADING = "fxslots/offloading.py"
@@ -454,21 +455,21 @@ MUTANTS: tuple[Mutant, ...] = (
            "a backward whose saved tensors a pack hook copied reads the copies, not a slot",
            "cpu", ("tests/test_graph_executor_cpu.py::"
                    "test_a_pack_hook_that_copies_saved_tensors_backs_its_own_copies[1]",)),
-    Mutant("one-pass-adds-in-each-backward", VARIANT,
+    Mutant("one-pass-adds-in-each-backward", FEEDS,
            "                       and _torch.runs_in_this_backward(node)\n",
            "                       and False\n",
            "two backwards of one backward pass feeding the same .grad leave the add to autograd",
            "cpu", ("tests/test_accumulate.py::"
                    "test_two_backwards_of_one_pass_leave_accumulation_to_autograd[nested]",)),
-    Mutant("own-node-counted", VARIANT,
+    Mutant("own-node-counted", FEEDS,
            "        return not any(params in related and node is not me\n",
            "        return not any(params in related\n",
            "a backward does not count its own forward as another one of its pass", "cpu",
            ("tests/test_accumulate.py::"
             "test_two_backwards_of_one_pass_leave_accumulation_to_autograd[summed]",)),
-    Mutant("forward-nodes-keyed-by-address", VARIANT,
-           "        key = (id(mine[0]()), id(mine[-1]())) if mine else None\n",
-           "        key = slot.params\n",
+    Mutant("forward-nodes-keyed-by-address", FEEDS,
+           "        key = (id(refs[0]()), id(refs[-1]())) if refs else None\n",
+           "        key = (refs[0]().data_ptr(), refs[-1]().data_ptr()) if refs else None\n",
            "two forwards of one pass count as the same parameters by the parameters' identity, "
            "whatever .data = did to their address between them", "cpu",
            ("tests/test_accumulate.py::"
@@ -582,9 +583,9 @@ MUTANTS: tuple[Mutant, ...] = (
            "if g.requires_grad or getattr(",
            "a parameter with a hook gets its gradient through autograd, where the hook sees it",
            "cpu", ("tests/test_accumulate.py::test_hooks_take_the_plain_backward",)),
-    Mutant("shared-parameter-accumulated-in-graph", VARIANT,
-           "        if (self._feeds_a_shared_parameter(self._params.get(slot.index, ()))\n",
-           "        if (False\n",
+    Mutant("shared-parameter-accumulated-in-graph", FEEDS,
+           "        if self._feeds_a_shared_parameter(refs) and self._shared_in_this_backward(",
+           "        if False and self._shared_in_this_backward(",
            "a parameter two regions feed is accumulated by autograd (sum, then one add)", "cpu",
            ("tests/test_accumulate.py::"
             "test_a_parameter_two_regions_feed_is_accumulated_by_autograd",)),
@@ -1665,7 +1666,7 @@ MUTANTS: tuple[Mutant, ...] = (
            "a parameter set is known by its first and last parameter: blocks sharing their first "
            "keep slots of their own", "cpu",
            (f"{STAND_IN}::test_blocks_that_share_a_parameter_keep_their_slots_and_exact_gradients",)),
-    Mutant("shared-parameter-added-in-graph", VARIANT,
+    Mutant("shared-parameter-added-in-graph", FEEDS,
            "        related = self.region.related.get(key, (key,))",
            "        related = (key,)",
            "parameter sets that share a parameter leave adding into .grad to autograd", "cpu",
@@ -1875,11 +1876,50 @@ MUTANTS: tuple[Mutant, ...] = (
            "the CLI refuses a dtype it cannot make random inputs of, before anything runs", "cpu",
            ("tests/test_cli.py::test_bad_command_lines_in_process",)),
     Mutant("slotless-forward-feeds-nothing", VARIANT,
-           "                self._note_feeder(args, _torch.calling_node())",
+           "                self.feeds.note(args, self.accumulate.indices, _torch.calling_node(), "
+           "None)",
            "                pass",
            "a forward that takes no slot still counts as feeding its parameters' .grad", "cpu",
            ("tests/test_accumulate.py::test_a_graph_saving_nothing_still_counts_as_feeding_its_"
             "parameters",)),
+    Mutant("eager-feeder-unseen", AUTOGRAD,
+           "                report(p, got is None or got.data_ptr() != mine.data_ptr())",
+           "                report(p, False)",
+           "a backward that makes .grad watches whether code outside fxslots feeds the "
+           "parameter too (then autograd adds, once)", "cpu",
+           ("tests/test_feeds.py::test_a_parameter_eager_code_feeds_too_is_accumulated_by_"
+            "autograd[penalty-False]",)),
+    Mutant("watched-gradient-not-held", AUTOGRAD,
+           "        held, param = [g], weakref.ref(p)",
+           "        held, param = [type('Ptr', (), {'data_ptr': lambda _, v=g.data_ptr(): v})()"
+           "], weakref.ref(p)",
+           "the watched gradient is held until its accumulator runs (no sum in place into it)",
+           "cpu", ("tests/test_feeds.py::test_a_watched_gradient_is_held_so_a_sum_never_keeps_"
+                   "its_address[embedding-too]",)),
+    Mutant("eager-feeder-never-forgotten", STATE,
+           "        entry[1].discard(OUTSIDE)",
+           "        pass",
+           "a parameter found fed by its compiled graph alone again adds in the graph again",
+           "cpu", ("tests/test_feeds.py::test_a_penalty_dropped_lets_backwards_add_in_the_graph_"
+                   "again",)),
+    Mutant("first-backward-not-watched", VARIANT,
+           "        elif self.backward_graph is None:  # which parameters it feeds is yet unknown",
+           "        elif False:",
+           "training's first backward (before any forward knew its parameters) is watched too",
+           "cpu", ("tests/test_feeds.py::test_a_parameter_eager_code_feeds_too_is_accumulated_by_"
+                   "autograd[penalty-False]",)),
+    Mutant("first-forwards-unknown-to-watch", FEEDS,
+           "        if fed and slot.node is not None:",
+           "        if False:",
+           "a first step's two forwards of one pass are not taken for code outside fxslots",
+           "cpu", ("tests/test_accumulate.py::"
+                   "test_two_backwards_of_one_pass_leave_accumulation_to_autograd[nested]",)),
+    Mutant("moved-block-shares-for-good", REGION,
+           "        if not keys or self.nodes_unknown:\n            return bool(keys)",
+           "        if True:\n            return bool(keys)",
+           "another region's feeder counts only where its forward is in this backward pass",
+           "cpu", ("tests/test_feeds.py::test_a_block_that_moves_to_another_graph_keeps_adding_"
+                   "in_the_graph[eager]",)),
     Mutant("parameter-sets-named-by-address", VARIANT,
            "        params = hash((id(args[self.anchors[0]]), id(args[self.anchors[1]]))) if "
            "self.anchors else 0",
