@@ -25,6 +25,7 @@ from .region import Region
 from .ring import Slot
 
 log = logging.getLogger(__name__)
+WATCH_FIRST, WATCH_EVERY = 4, 16  # Feeds.watch: backwards that make .grad and watch
 
 
 def _dead() -> None:
@@ -41,6 +42,7 @@ class Feeds:
     _shared: tuple[int, bool] = (-1, False)  # (state.accumulators_version, a feeder is shared)
     _checked: Any = field(default_factory=_torch.CheckedGrads)  # the .grad buffers last checked
     _watching: list = field(default_factory=list)  # handles of watch's hooks
+    _moments: int = 0  # backwards that could watch
     # Per slot: its forward's static inputs by position, while the backward (so which of them
     # it feeds) is yet to be compiled: what the first backward watches
     _first: dict[int, dict[int, Any]] = field(default_factory=dict)
@@ -96,13 +98,17 @@ class Feeds:
         ``zero_grad(set_to_none=True)``, training's first): learn whether code outside fxslots
         feeds one of the parameters too, where nothing fxslots knows does in this pass. Every
         later backward leaves such a parameter to autograd, until a watched pass finds it
-        alone again."""
+        alone again. About 3-8 us a parameter: every such backward for the first few, then
+        one in ``WATCH_EVERY`` (a feeder that starts later is seen within that many steps)."""
         first = self._first.pop(slot.index, None)
         refs = self._params.get(slot.index, ()) if first is None else tuple(
             first.get(i, _dead) for i in indices)
         params = [ref() for ref in refs]
         if (not params or any(p is None for p in params)
                 or all(p.grad is not None for p in params)):
+            return
+        self._moments += 1
+        if self._moments > WATCH_FIRST and self._moments % WATCH_EVERY:
             return
         if not self.alone_in_backward(refs) or self._shared_in_this_backward(refs, False):
             return

@@ -1920,6 +1920,17 @@ MUTANTS: tuple[Mutant, ...] = (
            "another region's feeder counts only where its forward is in this backward pass",
            "cpu", ("tests/test_feeds.py::test_a_block_that_moves_to_another_graph_keeps_adding_"
                    "in_the_graph[eager]",)),
+    Mutant("overlapping-grads-added-at-once", AUTOGRAD,
+           "                or _overlapping(grads)):",
+           "                or False):",
+           "two .grad buffers that share bytes are left to autograd (one multi-tensor add would "
+           "write both at once)", "cpu",
+           ("tests/test_accumulate.py::test_grads_sharing_bytes_are_left_to_autograd[alias]",)),
+    Mutant("watch-never-rests", FEEDS,
+           "        if self._moments > WATCH_FIRST and self._moments % WATCH_EVERY:",
+           "        if False:",
+           "after its first backwards a variant watches one backward in WATCH_EVERY (host cost)",
+           "cpu", ("tests/test_feeds.py::test_a_late_feeder_is_seen_within_watch_every_steps",)),
     Mutant("parameter-sets-named-by-address", VARIANT,
            "        params = hash((id(args[self.anchors[0]]), id(args[self.anchors[1]]))) if "
            "self.anchors else 0",

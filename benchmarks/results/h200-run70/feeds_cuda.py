@@ -32,7 +32,7 @@ for name, make in (("tied-eager-embedding", T._Tied), ("penalty", T._Penalised))
               f"captures {fxslots.counters['captures'] - c0}", flush=True)
 torch._dynamo.reset(); fxslots.reset(); counts[:] = [0, 0]
 try:
-    T._train(T._Penalised, steps=6, set_to_none=True, penalty_until=2)
+    T._train(T._Penalised, steps=6, set_to_none=True, penalised=lambda step: step < 2)
     print(f"penalty dropped after step 2: bitwise eager; in-graph {counts}", flush=True)
 except AssertionError as e:
     print(f"penalty dropped: DIFFERS {e}")
@@ -49,3 +49,33 @@ try:
     print(f"frozen bottom block: bitwise eager, in-graph {counts}, no capture after step 5")
 except AssertionError as e:
     print(f"frozen bottom block: FAILED {e}; in-graph {counts}")
+
+# Session 50's review: .grad buffers that share bytes (one multi-tensor add wrote both at once).
+torch.Generator = _generator  # torch's annotations read it (`torch.Generator | None`)
+import copy  # noqa: E402
+
+from torch import nn  # noqa: E402
+
+from tests.test_accumulate import give_grads_sharing_bytes  # noqa: E402
+
+for how in ("alias", "overlap", "disjoint"):
+    torch._dynamo.reset(); fxslots.reset(); counts[:] = [0, 0]
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 16))
+    e, a_m = copy.deepcopy(m), copy.deepcopy(m)
+    c = torch.compile(m, backend="fxslots", options={"slots": 1})
+    a_c = torch.compile(a_m, backend="aot_eager")  # autograd adds the two in its own order
+    worst = worst_aot = 0.0
+    for step in range(4):
+        x = torch.randn(4, 8)
+        if step == 1:
+            for model in (m, e, a_m):
+                give_grads_sharing_bytes(model, how)
+        for f in (c, e, a_c):
+            f(x).square().sum().backward()
+        worst = max(worst, max((p.grad - q.grad).abs().max().item()
+                               for p, q in zip(m.parameters(), e.parameters(), strict=True)))
+        worst_aot = max(worst_aot, max((p.grad - q.grad).abs().max().item() for p, q in
+                                       zip(m.parameters(), a_m.parameters(), strict=True)))
+    print(f".grad sharing bytes ({how:8s}): max |fxslots - eager| = {worst:.3g}, "
+          f"|fxslots - aot_eager| = {worst_aot:.3g}; in-graph {counts}", flush=True)
