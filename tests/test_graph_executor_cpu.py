@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import gc
 import os
 import warnings
 import weakref
 
 import pytest
 import torch
+from torch import nn
 
 import fxslots
 from fxslots import _torch, backend
@@ -923,3 +925,36 @@ def test_an_output_viewing_a_parameter_is_a_new_tensor_at_each_replay(stand_in_g
             y.sum().backward()
         before = weakref.ref(w)
         del y, w
+
+
+class _NormFirst(nn.Module):
+    """Its first parameter (the region's anchor) is one the forward saves."""
+
+    def __init__(self):
+        super().__init__()
+        self.ln = nn.LayerNorm(16)
+        self.lin = nn.Linear(16, 16)
+
+    def forward(self, x):
+        return torch.tanh(self.lin(self.ln(x)))
+
+
+def test_deleting_a_model_frees_its_arenas_graphs_and_weights(stand_in_graphs):
+    """Found by a review (session 50): a captured forward held the parameters it saves (the
+    LayerNorm's weight, a tied head's view of the embedding) as its constant outputs, so a
+    deleted model's anchor never died: its weights, arenas and graphs stayed for good (12 of a
+    GPT's 20 parameters). Constant outputs now hold their parameter weakly (``ParamView``)."""
+    import weakref
+    model = _NormFirst()
+    c = torch.compile(model, backend="fxslots", options={"slots": 2})
+    for _ in range(4):  # warm-up, capture, replays
+        c(torch.randn(4, 16)).sum().backward()
+    assert fxslots.counters["captures"] > 0
+    arenas = [weakref.ref(s.arena) for r in fxslots.regions() for s in r.ring.slots
+              if s.arena is not None]
+    params = [weakref.ref(p) for p in model.parameters()]
+    assert arenas and params
+    del model, c
+    gc.collect()
+    assert [p() for p in params] == [None] * len(params), "captured graphs keep the weights"
+    assert [a() for a in arenas] == [None] * len(arenas), "the arenas outlive the model"

@@ -1823,8 +1823,8 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/test_numerics.py::"
             "test_a_custom_op_updating_an_intermediate_keeps_its_slots",)),
     Mutant("replay-hands-back-one-parameter-view", OUTPUTS,
-           "            result[j] = result[j].detach()\n",
-           "            pass\n",
+           "            result[j] = result[j].alias()\n",
+           "            result[j] = vars(result[j]).setdefault('once', result[j].alias())\n",
            "a replay hands out a new tensor for an output over a parameter's bytes", "cpu",
            ("tests/test_graph_executor_cpu.py::"
             "test_an_output_viewing_a_parameter_is_a_new_tensor_at_each_replay",)),
@@ -1927,6 +1927,12 @@ MUTANTS: tuple[Mutant, ...] = (
            "        if False:",
            "after its first backwards a variant watches one backward in WATCH_EVERY (host cost)",
            "cpu", ("tests/test_feeds.py::test_a_late_feeder_is_seen_within_watch_every_steps",)),
+    Mutant("captured-constants-keep-the-model", "fxslots/runtime/cudagraphs/outputs.py",
+           "        return cls(weakref.ref(static), o.untyped_storage(), o.dtype, tuple(o.shape),",
+           "        return cls(lambda s=static: s, o.untyped_storage(), o.dtype, tuple(o.shape),",
+           "a captured graph's constant outputs (saved parameters) hold their parameter weakly: "
+           "a deleted model frees its weights, arenas and graphs", "cpu",
+           (f"{STAND_IN}::test_deleting_a_model_frees_its_arenas_graphs_and_weights",)),
     Mutant("parameter-sets-named-by-address", VARIANT,
            "        params = hash((id(args[self.anchors[0]]), id(args[self.anchors[1]]))) if "
            "self.anchors else 0",

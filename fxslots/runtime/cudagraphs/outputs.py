@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,9 +33,37 @@ _VIEWED = (OutKind.SLOT, OutKind.HOST, OutKind.BUFFER, OutKind.ARENA_GRADS)
 
 
 @dataclass(frozen=True)
+class ParamView:
+    """A CONST output over a static input's bytes (a parameter the forward saves, or a view of
+    one), held weakly: a capture that held the tensor kept its model alive, and with it the
+    region's arenas and graphs, once the model was deleted (found by a review)."""
+
+    ref: Any  # weakly, the static input (parameter, buffer) whose storage it views
+    storage: Any  # its storage: a buffer rebound at the same address outlives the old tensor
+    dtype: torch.dtype
+    size: tuple[int, ...]
+    stride: tuple[int, ...]
+    offset: int
+
+    @classmethod
+    def of(cls, o: torch.Tensor, static: torch.Tensor) -> "ParamView":
+        return cls(weakref.ref(static), o.untyped_storage(), o.dtype, tuple(o.shape),
+                   o.stride(), o.storage_offset())
+
+    def alias(self) -> torch.Tensor:
+        """A new alias at each replay (autograd sets a differentiable output's grad_fn on the
+        object it gets); through ``detach``, it shares the parameter's version counter."""
+        p = self.ref()
+        if p is None:
+            return torch.empty(0, dtype=self.dtype, device=self.storage.device).set_(
+                self.storage, self.offset, self.size, self.stride)
+        return p.detach().as_strided(self.size, self.stride, self.offset)
+
+
+@dataclass(frozen=True)
 class Out:
     kind: OutKind
-    value: Any = None  # CONST: the value; POOL: a non-owning view of the pool bytes
+    value: Any = None  # CONST: the value (a ParamView); POOL: a non-owning view of the pool
     geometry: Geometry | None = None  # SLOT, HOST, GRADS, ARENA_GRADS
 
 
@@ -52,7 +81,7 @@ class Captured:
     _collapse: tuple = field(default=(None, None), init=False)  # (Collapse, outputs kept)
     _values: list = field(default_factory=list, init=False)  # what results() starts from
     _static: tuple = field(default=((), ()), init=False)  # static's indices, its data_ptrs
-    _params: list = field(default_factory=list, init=False)  # CONST tensors' indices
+    _params: list = field(default_factory=list, init=False)  # ParamViews' indices
 
     # (output index, kind, geometry) of each output in the slot's arenas: what
     # ``results(..., tokens=True)`` hands out as one token per arena.
@@ -63,7 +92,7 @@ class Captured:
         self._static = ([i for i, _ in self.static], [ptr for _, ptr in self.static])
         self._values = [o.value for o in self.outs]
         self._params = [j for j, o in enumerate(self.outs)
-                        if o.kind is OutKind.CONST and isinstance(o.value, torch.Tensor)]
+                        if o.kind is OutKind.CONST and isinstance(o.value, ParamView)]
         self.saved_outs = tuple((j, o.kind, o.geometry) for j, o in enumerate(self.outs)
                                 if o.kind in (OutKind.SLOT, OutKind.HOST))
         # Grouped once here, not at every replay.
@@ -108,7 +137,7 @@ class Captured:
         other places left out, where this capture's saved outputs are the ones it expects."""
         result = self._values.copy()
         for j in self._params:
-            result[j] = result[j].detach()
+            result[j] = result[j].alias()
         if self._pool[0]:
             self._copy_out(result, device, out)
         sources = (aliases[0], aliases[1], delivered[0], delivered[1])
@@ -170,8 +199,10 @@ def describe_outputs(outs: Any, gargs: list[Any], arenas: dict[int, OutKind],
     ``copied`` outputs go to the caller, who may keep them past the slot's next use: each
     replay copies them out, from the pool or from the slot (not from an output buffer, which
     is not written again while the caller holds them)."""
-    static = {a.untyped_storage().data_ptr() for a in gargs
-              if isinstance(a, torch.Tensor)} - staged - set(arenas)
+    static = {a.untyped_storage().data_ptr(): a for a in reversed(gargs)
+              if isinstance(a, torch.Tensor)}
+    for ptr in (*staged, *arenas):
+        static.pop(ptr, None)
     described = []
     for j, o in enumerate(outs):
         if not isinstance(o, torch.Tensor):
@@ -184,8 +215,8 @@ def describe_outputs(outs: Any, gargs: list[Any], arenas: dict[int, OutKind],
         if kind is not None:
             # storage_offset, not data_ptr: a zero-size tensor's data_ptr is 0
             described.append(Out(kind, geometry=geometry_of(o)))
-        elif st.data_ptr() in static:
-            described.append(Out(OutKind.CONST, o))  # a parameter, or a view of one
+        elif st.data_ptr() in static:  # a parameter, or a view of one
+            described.append(Out(OutKind.CONST, ParamView.of(o, static[st.data_ptr()])))
         else:
             alias = _torch.storage_alias(st.data_ptr(), o.device, st.nbytes())
             view = torch.empty(0, dtype=o.dtype, device=o.device).set_(
