@@ -604,7 +604,7 @@ def test_two_backwards_of_one_pass_leave_accumulation_to_autograd(how):
     assert sum(n for n, in calls) == 2
 
 
-def test_a_graph_that_ran_with_other_parameters_notes_the_new_ones():
+def test_a_graph_that_ran_with_other_parameters_notes_the_new_ones(unwatched):
     """Dynamo passes parameters as graph inputs, so one compiled graph serves a new module of
     the same class. A variant noted its parameters once, at its first forward: a module trained
     after another (here beside a second region feeding the same parameters) was never noted,
