@@ -94,19 +94,33 @@ def accumulator_ref(param: Any) -> Any:
     return weakref.ref(param, forget)
 
 
+def _feeders(param: Any) -> set[int]:
+    entry = accumulators.get(id(param))
+    if entry is None or entry[0]() is not param:  # new, or an id reused after a parameter died
+        entry = accumulators[id(param)] = (accumulator_ref(param), set())
+    return entry[1]
+
+
+def note_feeder(param: Any, feeder: int) -> None:
+    """A region (``feeder``: its id) whose backward graphs may add into ``param``'s ``.grad``."""
+    global accumulators_version
+    feeders = _feeders(param)
+    feeders.add(feeder)
+    if len(feeders) == 2:
+        accumulators_version += 1
+
+
 def note_fed_outside(param: Any, fed: bool) -> None:
     """Whether code outside fxslots fed ``param``'s accumulator too in the backward pass last
     watched (``runtime.feeds.Feeds.watch``)."""
     global accumulators_version
-    entry = accumulators.get(id(param))
-    if entry is None or entry[0]() is not param:  # a first step's: no forward noted it yet
-        entry = accumulators[id(param)] = (accumulator_ref(param), set())
-    if (OUTSIDE in entry[1]) == fed:
+    feeders = _feeders(param)  # a first step's may be new: no forward noted it yet
+    if (OUTSIDE in feeders) == fed:
         return
     if fed:
-        entry[1].add(OUTSIDE)
+        feeders.add(OUTSIDE)
     else:
-        entry[1].discard(OUTSIDE)
+        feeders.discard(OUTSIDE)
     accumulators_version += 1
 
 

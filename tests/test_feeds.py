@@ -221,3 +221,22 @@ def test_a_watched_gradient_is_held_so_a_sum_never_keeps_its_address(eager_use):
     h = emb(ids) * 1.5 if eager_use else torch.randn(4, 8, 16)
     Probe.apply(h, emb.weight).sum().backward()
     assert reports == [eager_use]
+
+
+def test_a_feeder_that_starts_and_stops_with_grad_kept_is_seen(monkeypatch, in_graph):
+    """Found by a review (session 50): with ``.grad`` kept (``zero_grad(set_to_none=False)``)
+    no backward makes ``.grad``, so a penalty that started after the first step was never
+    seen: every later step 7e-9 to 3e-8 off eager. A backward that adds into ``.grad`` itself
+    now watches whether the accumulators get a gradient anyway: the step the penalty starts
+    is an ulp off (its in-graph add came first), every later one bitwise eager's; once it
+    stops, a watched backward finds the parameters alone and the adds return to the graph."""
+    from fxslots.runtime import feeds
+    monkeypatch.setattr(feeds, "WATCH_FIRST", 2)
+    monkeypatch.setattr(feeds, "WATCH_EVERY", 2)
+    keep = _train(_Penalised, steps=8, set_to_none=False, penalised=lambda step: 2 <= step < 5,
+                  exact=lambda step: step != 2)
+    # steps 1-7, two backwards each (14); in the graph: steps 1 and 2 (step 2's second
+    # backward, watched, saw the penalty), and steps 6-7 (step 5's second backward, a recheck,
+    # found the parameters alone)
+    assert in_graph == [8, 14], in_graph
+    del keep

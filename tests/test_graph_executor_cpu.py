@@ -958,3 +958,32 @@ def test_deleting_a_model_frees_its_arenas_graphs_and_weights(stand_in_graphs):
     gc.collect()
     assert [p() for p in params] == [None] * len(params), "captured graphs keep the weights"
     assert [a() for a in arenas] == [None] * len(arenas), "the arenas outlive the model"
+
+
+def _graphs_and_sets() -> tuple[int, int]:
+    regions = fxslots.regions()
+    graphs = sum(len(v.executor.graphs) for r in regions for v in r.live_variants())
+    sets = sum(len(r.param_sets) + len(r.related) + len(r.outputs) for r in regions)
+    return graphs, sets
+
+
+def test_a_dead_models_graphs_go_while_a_sibling_lives(stand_in_graphs):
+    """Found by a review (session 50): models of one class share compiled code, and each
+    parameter set gets graphs of its own; a short-lived model's stayed while a sibling kept the
+    region alive (203 graphs after 40 models: a sweep, an evaluation copy per epoch)."""
+    keeper = _NormFirst()
+    ck = torch.compile(keeper, backend="fxslots", options={"slots": 2})
+    for _ in range(4):
+        ck(torch.randn(4, 16)).sum().backward()
+    before = _graphs_and_sets()
+    for _ in range(3):
+        model = _NormFirst()
+        c = torch.compile(model, backend="fxslots", options={"slots": 2})
+        for _ in range(4):
+            c(torch.randn(4, 16)).sum().backward()
+        assert _graphs_and_sets()[0] > before[0]
+        del model, c
+        gc.collect()
+        assert _graphs_and_sets() == before, "a dead model's graphs or parameter sets stay"
+    ck(torch.randn(4, 16)).sum().backward()  # the sibling still replays what it captured
+    assert _graphs_and_sets() == before

@@ -167,20 +167,21 @@ def running_accumulators() -> dict[int, Any]:
     return {id(f.variable): f for f, _ in node.next_functions if isinstance(f, _ACCUMULATE_GRAD)}
 
 
-def watch_accumulators(params: list[torch.Tensor], grads: list[Any],
+def watch_accumulators(params: list[torch.Tensor], grads: list[Any] | None,
                        report: Callable[[torch.Tensor, bool], None]) -> list[Any]:
     """Call ``report(param, shared)`` when each parameter's AccumulateGrad node of the running
     backward pass is about to add: ``shared`` when ``grads``'s gradient (the running node's) is
     not all it got but summed with another node's (code outside fxslots that uses the parameter
     too). Each gradient is held until then: the engine adds into a buffer in place only where
-    it holds the last reference, so a sum never keeps this one's address. Returns the hooks'
-    handles (each fires once). Only parameters the pass accumulates into and no tensor hook
-    changes."""
+    it holds the last reference, so a sum never keeps this one's address. ``grads`` None: the
+    running node added its gradients into ``.grad`` itself and hands the accumulators none, so
+    any they get is another node's. Returns the hooks' handles (each fires once). Only
+    parameters the pass accumulates into and no tensor hook changes."""
     accumulators, handles = running_accumulators(), []
-    for p, g in zip(params, grads, strict=True):
+    for p, g in zip(params, grads or [None] * len(params), strict=True):
         # a tensor hook's result, not the sum, would stand in the accumulator's input
         node = None if p._backward_hooks else _running_accumulator(p, accumulators.get(id(p)))
-        if not isinstance(g, torch.Tensor) or node is None:
+        if (grads is not None and not isinstance(g, torch.Tensor)) or node is None:
             continue
         held, param = [g], weakref.ref(p)
 
@@ -188,7 +189,8 @@ def watch_accumulators(params: list[torch.Tensor], grads: list[Any],
             p = param()
             if held and p is not None:  # released at once: the engine then steals it as .grad
                 mine, got = held.pop(), grad_inputs[0]
-                report(p, got is None or got.data_ptr() != mine.data_ptr())
+                report(p, got is not None if mine is None else (
+                    got is None or got.data_ptr() != mine.data_ptr()))
 
         handles.append(node.register_prehook(check))
     return handles

@@ -32,6 +32,11 @@ def _dead() -> None:
     return None
 
 
+def _fed_outside(params: list[Any]) -> bool:
+    """Whether a watched pass saw code outside fxslots feed one of ``params``."""
+    return any(state.OUTSIDE in state.accumulators.get(id(p), (None, ()))[1] for p in params)
+
+
 @dataclass(eq=False)
 class Feeds:
     """One variant's parameter sets (per slot: its forward's, weakly) and its last decisions."""
@@ -42,7 +47,9 @@ class Feeds:
     _shared: tuple[int, bool] = (-1, False)  # (state.accumulators_version, a feeder is shared)
     _checked: Any = field(default_factory=_torch.CheckedGrads)  # the .grad buffers last checked
     _watching: list = field(default_factory=list)  # handles of watch's hooks
-    _moments: int = 0  # backwards that could watch
+    _moments: int = 0  # backwards that hand gradients out and could watch
+    _adds: int = 0  # backwards that add into .grad themselves (each may watch too)
+    _rechecks: int = 0  # backwards that leave to autograd what an outside feeder fed
     # Per slot: its forward's static inputs by position, while the backward (so which of them
     # it feeds) is yet to be compiled: what the first backward watches
     _first: dict[int, dict[int, Any]] = field(default_factory=dict)
@@ -76,7 +83,10 @@ class Feeds:
     def buffers(self, slot: Slot) -> list[torch.Tensor] | None:
         """The ``.grad`` buffers this backward can add into itself, or None when autograd must
         do it: a buffer is missing or of another layout, a hook watches a parameter, or another
-        feeder of one runs in this backward pass."""
+        feeder of one runs in this backward pass. A backward that adds watches on ``watch``'s
+        schedule whether its parameters' accumulators get any gradient all the same: a feeder
+        outside fxslots that starts while ``.grad`` persists (``set_to_none=False``), whose
+        step is an ulp off, every later one exact."""
         # the buffers first: after zero_grad(set_to_none=True) it stops at the first parameter,
         # before the region-wide checks below (~10 us a backward, issue 12's host cost)
         refs = self._params.get(slot.index, ())
@@ -85,6 +95,8 @@ class Feeds:
             return None
         if self._feeds_a_shared_parameter(refs) and self._shared_in_this_backward(refs, True):
             return None
+        if self._due("_adds"):
+            self._rewatch([ref() for ref in refs], None)
         return grads
 
     def grads_at(self) -> tuple[int, ...]:
@@ -95,23 +107,34 @@ class Feeds:
     def watch(self, slot: Slot, indices: tuple[int, ...], grads: list[Any]) -> None:
         """At a backward that hands autograd ``grads`` (its parameters' gradients, in order)
         because a ``.grad`` is yet to be made (a step's first backward after
-        ``zero_grad(set_to_none=True)``, training's first): learn whether code outside fxslots
-        feeds one of the parameters too, where nothing fxslots knows does in this pass. Every
-        later backward leaves such a parameter to autograd, until a watched pass finds it
-        alone again. About 3-8 us a parameter: every such backward for the first few, then
-        one in ``WATCH_EVERY`` (a feeder that starts later is seen within that many steps)."""
+        ``zero_grad(set_to_none=True)``, training's first), or because code outside fxslots
+        was seen feeding one of them: learn whether it feeds one in this pass, where nothing
+        fxslots knows does. Every later backward leaves such a parameter to autograd, until a
+        watched pass finds it alone again. About 3-8 us a parameter: each kind's first few
+        backwards, then one in ``WATCH_EVERY`` (a feeder that starts or stops later is seen
+        within that many steps; ``buffers`` watches the backwards that add themselves)."""
         first = self._first.pop(slot.index, None)
         refs = self._params.get(slot.index, ()) if first is None else tuple(
             first.get(i, _dead) for i in indices)
         params = [ref() for ref in refs]
-        if (not params or any(p is None for p in params)
-                or all(p.grad is not None for p in params)):
+        if not params or any(p is None for p in params):
             return
-        self._moments += 1
-        if self._moments > WATCH_FIRST and self._moments % WATCH_EVERY:
+        kept = all(p.grad is not None for p in params)
+        if (kept and not _fed_outside(params)) or not self._due(
+                "_rechecks" if kept else "_moments"):
             return
         if not self.alone_in_backward(refs) or self._shared_in_this_backward(refs, False):
             return
+        self._rewatch(params, grads)
+
+    def _due(self, counter: str) -> bool:
+        """Whether this backward watches: each kind's first ``WATCH_FIRST``, then one in
+        ``WATCH_EVERY``."""
+        n = getattr(self, counter) + 1
+        setattr(self, counter, n)
+        return n <= WATCH_FIRST or not n % WATCH_EVERY
+
+    def _rewatch(self, params: list[Any], grads: list[Any] | None) -> None:
         for handle in self._watching:  # fired by now, or their pass ended without them
             handle.remove()
         self._watching = _torch.watch_accumulators(params, grads, state.note_fed_outside)

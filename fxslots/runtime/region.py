@@ -59,17 +59,14 @@ class Region:
     _grads: Any = None  # weak reference to the storage of a gradient watch_grads saw
     _recaptures: Counter = field(default_factory=Counter)  # by capture key
     _anchors: dict[int, weakref.ref] = field(default_factory=dict)
+    _sets: set = field(default_factory=set)  # parameter sets (Slot.params) track_set watches
 
     @classmethod
     def new(cls, name: str, options: Options) -> "Region":
         return cls(SlotRing(name, options))
 
     def outputs_for(self, params: int, placed: bool = False) -> OutputBuffer:
-        buffers = self.placed_outputs if placed else self.outputs
-        buffer = buffers.get(params)
-        if buffer is None:
-            buffer = buffers[params] = OutputBuffer()
-        return buffer
+        return _made(self.placed_outputs if placed else self.outputs, params, OutputBuffer)
 
     def release_outputs(self, params: int, placed: bool, drop: Any) -> None:
         """Before a backward of ``params`` delivers (``placed``: with gradients in the arena),
@@ -89,11 +86,31 @@ class Region:
         elif not self._placing.setdefault(params, False):
             release(self.outputs_for(params), drop)
 
+    def track_set(self, params: int, anchors: tuple[Any, ...]) -> None:
+        """At a forward of the parameter set ``params`` (``Slot.params``): forget what it
+        keeps (its graphs, output buffers) when either of its ``anchors`` dies. Models of one
+        class share this region, and a sibling that lives on keeps it (a sweep, an evaluation
+        copy per epoch: 203 graphs after 40 short-lived models)."""
+        if params in self._sets:
+            return
+        self._sets.add(params)
+        _on_death(self, anchors, "_forget_set", params)
+
+    def _forget_set(self, params: int) -> None:
+        if params not in self._sets:  # its other anchor died first
+            return
+        self._sets.discard(params)
+        for v in self.live_variants():
+            v.executor.set_died(params)
+        self._recaptures = Counter({k: n for k, n in self._recaptures.items()
+                                    if k.params != params})  # CaptureKeys
+        for buffers in (self.outputs, self.placed_outputs):
+            if (buffer := buffers.pop(params, None)) is not None:
+                buffer.free()
+        self._placing.pop(params, None)
+
     def outputs_of_slot(self, index: int) -> OutputBanks:
-        banks = self.forward_outputs.get(index)
-        if banks is None:
-            banks = self.forward_outputs[index] = OutputBanks()
-        return banks
+        return _made(self.forward_outputs, index, OutputBanks)
 
     def watch_grads(self, grad: Any) -> None:
         """After a backward, until the loop is seen to keep gradients: one it handed out."""
@@ -122,6 +139,8 @@ class Region:
         if key in self.param_sets and self._noted(args[indices[0]]):
             return
         ids = frozenset(id(args[i]) for i in indices)
+        if key not in self.param_sets:
+            _on_death(self, (args[indices[0]], args[indices[-1]]), "_forget_params", key)
         mine = self.related.setdefault(key, {key})
         for other, their_ids in self.param_sets.items():
             if ids & their_ids:  # an id a dead parameter had may relate sets for nothing
@@ -129,14 +148,13 @@ class Region:
                 self.related[other].add(key)
         self.param_sets[key] = ids
         for i in indices:
-            p = args[i]
-            ref, regions = state.accumulators.get(id(p), (None, None))
-            if ref is None or ref() is not p:  # new, or an id reused after a parameter died
-                ref, regions = state.accumulator_ref(p), set()
-                state.accumulators[id(p)] = (ref, regions)
-            regions.add(id(self))
-            if len(regions) == 2:
-                state.accumulators_version += 1
+            state.note_feeder(args[i], id(self))
+
+    def _forget_params(self, key: tuple[int, int]) -> None:
+        """A parameter set ``note_parameters`` recorded died: a new one may take its ids."""
+        self.param_sets.pop(key, None)
+        for other in self.related.pop(key, ()):
+            self.related.get(other, set()).discard(key)
 
     def _noted(self, p: Any) -> bool:
         """Whether ``state.accumulators`` holds this region for ``p`` itself: a key's ids may
@@ -209,17 +227,13 @@ class Region:
         """Free the memory once ``obj`` (a parameter of the compiled model) and every other
         anchor have died: Dynamo keeps compiled code (and so this region) after the model is
         gone, but nothing can run on the slots of a model that no longer exists."""
-        key = id(obj)
-        if key in self._anchors:
-            return
-        region = weakref.ref(self)
+        if id(obj) not in self._anchors:
+            self._anchors[id(obj)] = weakref.ref(obj)
+            _on_death(self, (obj,), "_anchor_died", id(obj))
 
-        def died(_: Any, key: int = key) -> None:
-            r = region()
-            if r is not None and r._anchors.pop(key, None) is not None and not r._anchors:
-                r.free()
-
-        self._anchors[key] = weakref.ref(obj, died)
+    def _anchor_died(self, key: int) -> None:
+        if self._anchors.pop(key, None) is not None and not self._anchors:
+            self.free()
 
     def free(self) -> None:
         """Give back every byte no microbatch holds, and the graphs that point at them."""
@@ -228,6 +242,25 @@ class Region:
         for buffer in (*self.outputs.values(), *self.placed_outputs.values(),
                        *self.forward_outputs.values()):
             buffer.free()
+
+
+def _made(values: dict, key: Any, make: Any) -> Any:
+    value = values.get(key)
+    if value is None:
+        value = values[key] = make()
+    return value
+
+
+def _on_death(region: Region, anchors: tuple[Any, ...], method: str, key: Any) -> None:
+    """Call ``region.<method>(key)`` when the first of ``anchors`` dies (a parameter the
+    modules share may be one), holding none of them nor the region."""
+    me = weakref.ref(region)
+
+    def died() -> None:
+        if (r := me()) is not None:
+            getattr(r, method)(key)
+    for a in {id(a): a for a in anchors}.values():
+        weakref.finalize(a, died)
 
 
 def region_for(opts: Options, raw_options: Any) -> Region:

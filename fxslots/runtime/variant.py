@@ -44,6 +44,9 @@ class Executor(Protocol):
         """``grads``: the ``.grad`` buffers to add into (``variant.accumulate``'s graph), or
         None to return every gradient (the plain backward graph, or ``variant.deliver``'s)."""
 
+    def set_died(self, params: int) -> None:
+        """The parameter set ``params`` died (``Region.track_set``): forget its graphs."""
+
 
 @dataclass(frozen=True)
 class Accumulate:
@@ -163,7 +166,11 @@ class Variant:
         self.region.note_forward()
         # By identity, not address: a parameter given new memory (``.data =``, FSDP's regathered
         # shards) is the same module's, and its graphs are found moved and captured again
-        params = hash((id(args[self.anchors[0]]), id(args[self.anchors[1]]))) if self.anchors else 0
+        params = 0
+        if self.anchors:
+            anchors = (args[self.anchors[0]], args[self.anchors[1]])
+            params = hash((id(anchors[0]), id(anchors[1])))
+            self.region.track_set(params, anchors)
         slot, alias, host_alias = self.ring.acquire(lay.nbytes, self.device, self.name,
                                                     lay.host_nbytes, params, _torch.calling_node())
         slot.layout, slot.saved_outs = lay, None
@@ -216,6 +223,9 @@ class Variant:
 
 class EagerExecutor:
     """Runs the rewritten graphs as they are: CPU, or CUDA with cudagraphs=False."""
+
+    def set_died(self, params: int) -> None:
+        pass
 
     def forward(self, variant: Variant, slot: Slot | None, args: list[Any],
                 layout: ViewLayout | None, aliases: tuple[Any, Any]) -> Any:

@@ -328,8 +328,8 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/test_runtime.py::test_arena_grows_for_a_bigger_variant_and_respects_the_limit",
             f"{STAND_IN}::test_a_bigger_variant_drops_the_graphs_of_the_slot_it_grows")),
     Mutant("model-death-keeps-arenas", REGION,
-           "and not r._anchors:\n                r.free()",
-           "and not r._anchors:\n                pass",
+           "and not self._anchors:\n            self.free()",
+           "and not self._anchors:\n            pass",
            "a model's arenas are freed when the model dies", "cpu",
            ("tests/test_runtime.py::test_deleting_the_model_frees_its_arenas",)),
     # ------------------------------------------------------------ debug mode
@@ -1652,10 +1652,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "a zero-size batch's host views still view an arena", "cpu",
            ("tests/test_offload.py::test_an_empty_batch_offloads_nothing_and_trains",)),
     Mutant("parameter-sets-known-by-first", VARIANT,
-           "        params = hash((id(args[self.anchors[0]]), id(args[self.anchors[1]]))) if "
-           "self.anchors else 0",
-           "        params = hash((id(args[self.anchors[0]]), id(args[self.anchors[0]]))) if "
-           "self.anchors else 0",
+           "            params = hash((id(anchors[0]), id(anchors[1])))",
+           "            params = hash((id(anchors[0]), id(anchors[0])))",
            "a parameter set is known by its first and last parameter: blocks sharing their first "
            "keep slots of their own", "cpu",
            (f"{STAND_IN}::test_blocks_that_share_a_parameter_keep_their_slots_and_exact_gradients",)),
@@ -1876,8 +1874,8 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/test_accumulate.py::test_a_graph_saving_nothing_still_counts_as_feeding_its_"
             "parameters",)),
     Mutant("eager-feeder-unseen", AUTOGRAD,
-           "                report(p, got is None or got.data_ptr() != mine.data_ptr())",
-           "                report(p, False)",
+           "                    got is None or got.data_ptr() != mine.data_ptr()))",
+           "                    False))",
            "a backward that makes .grad watches whether code outside fxslots feeds the "
            "parameter too (then autograd adds, once)", "cpu",
            ("tests/test_feeds.py::test_a_parameter_eager_code_feeds_too_is_accumulated_by_"
@@ -1890,11 +1888,29 @@ MUTANTS: tuple[Mutant, ...] = (
            "cpu", ("tests/test_feeds.py::test_a_watched_gradient_is_held_so_a_sum_never_keeps_"
                    "its_address[embedding-too]",)),
     Mutant("eager-feeder-never-forgotten", STATE,
-           "        entry[1].discard(OUTSIDE)",
+           "        feeders.discard(OUTSIDE)",
            "        pass",
            "a parameter found fed by its compiled graph alone again adds in the graph again",
            "cpu", ("tests/test_feeds.py::test_a_penalty_dropped_lets_backwards_add_in_the_graph_"
                    "again",)),
+    Mutant("in-graph-adds-never-watched", FEEDS,
+           '        if self._due("_adds"):',
+           "        if False:",
+           "a backward that adds into .grad itself watches for a feeder outside fxslots that "
+           "starts while .grad persists", "cpu",
+           ("tests/test_feeds.py::test_a_feeder_that_starts_and_stops_with_grad_kept_is_seen",)),
+    Mutant("outside-feeder-never-rechecked", FEEDS,
+           "        if (kept and not _fed_outside(params)) or not self._due(",
+           "        if kept or not self._due(",
+           "with .grad kept, a parameter left to autograd for an outside feeder is watched "
+           "again: once the feeder stops, the adds return to the graph", "cpu",
+           ("tests/test_feeds.py::test_a_feeder_that_starts_and_stops_with_grad_kept_is_seen",)),
+    Mutant("added-gradient-watch-sees-nothing", AUTOGRAD,
+           "                report(p, got is not None if mine is None else (",
+           "                report(p, False if mine is None else (",
+           "an accumulator that gets a gradient after its backward added into .grad itself "
+           "has another feeder", "cpu",
+           ("tests/test_feeds.py::test_a_feeder_that_starts_and_stops_with_grad_kept_is_seen",)),
     Mutant("first-backward-not-watched", VARIANT,
            "        elif self.backward_graph is None:  # which parameters it feeds is yet unknown",
            "        elif False:",
@@ -1923,8 +1939,8 @@ MUTANTS: tuple[Mutant, ...] = (
             "tests/test_accumulate.py::test_weights_tied_after_compiling_leave_accumulation_to_"
             "autograd")),
     Mutant("watch-never-rests", FEEDS,
-           "        if self._moments > WATCH_FIRST and self._moments % WATCH_EVERY:",
-           "        if False:",
+           "        return n <= WATCH_FIRST or not n % WATCH_EVERY",
+           "        return True",
            "after its first backwards a variant watches one backward in WATCH_EVERY (host cost)",
            "cpu", ("tests/test_feeds.py::test_a_late_feeder_is_seen_within_watch_every_steps",)),
     Mutant("captured-constants-keep-the-model", "fxslots/runtime/cudagraphs/outputs.py",
@@ -1934,13 +1950,22 @@ MUTANTS: tuple[Mutant, ...] = (
            "a deleted model frees its weights, arenas and graphs", "cpu",
            (f"{STAND_IN}::test_deleting_a_model_frees_its_arenas_graphs_and_weights",)),
     Mutant("parameter-sets-named-by-address", VARIANT,
-           "        params = hash((id(args[self.anchors[0]]), id(args[self.anchors[1]]))) if "
-           "self.anchors else 0",
-           "        params = hash((args[self.anchors[0]].data_ptr(), "
-           "args[self.anchors[1]].data_ptr())) if self.anchors else 0",
+           "            params = hash((id(anchors[0]), id(anchors[1])))",
+           "            params = hash((anchors[0].data_ptr(), anchors[1].data_ptr()))",
            "a parameter set is named by its anchors' identity, which a moved parameter keeps "
            "(its graphs are captured again, not piled up under new keys)", "cpu",
            ("tests/test_graph_executor_cpu.py::test_a_moved_parameter_is_captured_again",)),
+    Mutant("dead-parameter-set-keeps-its-graphs", REGION,
+           '        _on_death(self, anchors, "_forget_set", params)',
+           "        pass",
+           "a dead model's graphs and output buffers go while a sibling model keeps the region",
+           "cpu", (f"{STAND_IN}::test_a_dead_models_graphs_go_while_a_sibling_lives",)),
+    Mutant("dead-parameter-set-stays-related", REGION,
+           '            _on_death(self, (args[indices[0]], args[indices[-1]]), "_forget_params", '
+           'key)',
+           "            pass",
+           "a dead model's parameter set leaves the region's record of sets", "cpu",
+           (f"{STAND_IN}::test_a_dead_models_graphs_go_while_a_sibling_lives",)),
     Mutant("buffers-name-the-module", "fxslots/policies.py",
            "    params = [i for i in candidates if isinstance(args[i], torch.nn.Parameter)] or "
            "list(candidates)",

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from ... import _torch
+from ... import _torch, state
 from ..layout import make_views, pack
 from ..ring import Slot
 from .staging import aliased, moving
@@ -103,7 +103,18 @@ def tangent_buffer(variant: Any, slot: Slot, nbytes: int, drop: Any) -> Any:
     return buffer
 
 
-def prepare_hint(region: Any, key: Any) -> str:
+def note_capture(region: Any, name: str, key: Any) -> None:
+    """Warn, once per region, of a capture while training (outside ``prepare``; not a backward
+    now writing gradients into the arena: the loop chose that), with the ``prepare`` call that
+    would have captured it up front."""
+    if state.preparing or region.noted_capture or key.overlay:
+        return
+    region.noted_capture = True
+    log.warning("fxslots: %s captured a CUDA graph for a shape or slot it had not seen (%s) "
+                "while training; %s", name, key.direction.value, _prepare_hint(region, key))
+
+
+def _prepare_hint(region: Any, key: Any) -> str:
     """What ``prepare`` call would have captured the graph of ``key`` up front."""
     second = region.outputs_of_slot(key.slot).banks[1].generation  # 0: none yet
     if second and second in (key.delivers, key.tangents_in):

@@ -27,7 +27,7 @@ from ...passes.collect import mutated_placeholders
 from ..layout import geometry_of, make_views, pack, slot_views
 from ..ring import Slot
 from ..variant import Direction, Variant
-from .banks import Tangents, forward_buffer, prepare_hint
+from .banks import Tangents, forward_buffer, note_capture
 from .delivery import Deliveries, warm_up
 from .keys import CaptureKey, moved_grads
 from .outputs import Captured, OutKind, describe_outputs, own_user_outputs, saved_views
@@ -67,6 +67,11 @@ class GraphExecutor:
     def slot_moved(self, slot: int) -> None:
         """Its arenas moved: every graph of that slot points at freed memory."""
         self._drop(lambda k: k.slot == slot)
+
+    def set_died(self, params: int) -> None:
+        """A parameter set died (``Region.track_set``): nothing can run its graphs again."""
+        self._drop(lambda k: k.params == params)
+        self.uncaptured = {k for k in self.uncaptured if k.params != params}
 
     def staging_moved(self) -> None:
         self.tangents.views = {}
@@ -227,12 +232,7 @@ class GraphExecutor:
         state.counters["captures"] += 1
         log.info("%s: captured %s graph for slot %d (%d captures in all)", variant.name,
                  key.direction.value, slot.index, state.counters["captures"])
-        # (not a backward now writing gradients into the arena: the loop chose that)
-        if not state.preparing and not variant.region.noted_capture and not key.overlay:
-            variant.region.noted_capture = True
-            log.warning("fxslots: %s captured a CUDA graph for a shape or slot it had not seen "
-                        "(%s) while training; %s", variant.name, key.direction.value,
-                        prepare_hint(self.region, key))
+        note_capture(variant.region, variant.name, key)
         cap = self._describe(graph, outs, key, slot, gargs, stage, nargs)
         del outs  # pool outputs die here; their bytes may serve later captures as scratch
         old, moved = moved_grads(self.graphs, key, nargs, len(variant.ring.slots) + 1)
