@@ -987,3 +987,18 @@ def test_a_dead_models_graphs_go_while_a_sibling_lives(stand_in_graphs):
         assert _graphs_and_sets() == before, "a dead model's graphs or parameter sets stay"
     ck(torch.randn(4, 16)).sum().backward()  # the sibling still replays what it captured
     assert _graphs_and_sets() == before
+
+
+def test_many_distinct_shapes_warn_once(stand_in_graphs, monkeypatch, caplog):
+    """Each distinct input shape gets graphs of its own, kept for good: a stream of sizes
+    (unpadded sequence lengths) piles them up. The ``SHAPES_NOTED``-th distinct shape a
+    variant captures warns once (torch's CUDA graph trees warn at 50 too); the gradients stay
+    exact."""
+    from fxslots.runtime.cudagraphs import banks
+    monkeypatch.setattr(banks, "SHAPES_NOTED", 3)
+    twins = compiled_twins(lambda: MLP(16, 32, 3), dynamic=True)
+    with caplog.at_level("WARNING", logger="fxslots"):
+        train_twins(twins, [torch.randn(rows, 16) for rows in (2, 3, 4, 5, 6, 3, 4)
+                            for _ in range(2)])  # each size's first step warms up
+    noted = [r.getMessage() for r in caplog.records if "distinct input shapes" in r.getMessage()]
+    assert len(noted) == 1 and "for 3 distinct input shapes" in noted[0], noted

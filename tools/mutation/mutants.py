@@ -1966,6 +1966,11 @@ MUTANTS: tuple[Mutant, ...] = (
            "            pass",
            "a dead model's parameter set leaves the region's record of sets", "cpu",
            (f"{STAND_IN}::test_a_dead_models_graphs_go_while_a_sibling_lives",)),
+    Mutant("many-shapes-never-noted", "fxslots/runtime/cudagraphs/banks.py",
+           "        if len(shapes) == SHAPES_NOTED:",
+           "        if False:",
+           "a variant's SHAPES_NOTED-th distinct captured shape warns, once", "cpu",
+           (f"{STAND_IN}::test_many_distinct_shapes_warn_once",)),
     Mutant("buffers-name-the-module", "fxslots/policies.py",
            "    params = [i for i in candidates if isinstance(args[i], torch.nn.Parameter)] or "
            "list(candidates)",

@@ -12,9 +12,11 @@ import torch
 from ... import _torch, state
 from ..layout import make_views, pack
 from ..ring import Slot
+from ..variant import Direction
 from .staging import aliased, moving
 
 log = logging.getLogger(__name__)
+SHAPES_NOTED = 50  # distinct shapes one variant captures before the warning (as torch's)
 
 
 def forward_buffer(variant: Any, slot: Slot, warm: bool, drop: Any) -> tuple[Any, int]:
@@ -103,10 +105,19 @@ def tangent_buffer(variant: Any, slot: Slot, nbytes: int, drop: Any) -> Any:
     return buffer
 
 
-def note_capture(region: Any, name: str, key: Any) -> None:
+def note_capture(region: Any, name: str, key: Any, shapes: set) -> None:
     """Warn, once per region, of a capture while training (outside ``prepare``; not a backward
     now writing gradients into the arena: the loop chose that), with the ``prepare`` call that
-    would have captured it up front."""
+    would have captured it up front; and once per variant, of the ``SHAPES_NOTED``-th distinct
+    input shape its forwards were captured at (``shapes``)."""
+    if key.direction is Direction.FORWARD and key.shape not in shapes:
+        shapes.add(key.shape)
+        if len(shapes) == SHAPES_NOTED:
+            log.warning("fxslots: %s has captured CUDA graphs for %d distinct input shapes; "
+                        "each costs a capture of its forward and backward and graphs the "
+                        "process keeps. Pad inputs to a few sizes (buckets), or set "
+                        "options={'cudagraphs': False} where shapes keep changing", name,
+                        len(shapes))
     if state.preparing or region.noted_capture or key.overlay:
         return
     region.noted_capture = True

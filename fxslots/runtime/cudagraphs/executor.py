@@ -46,6 +46,7 @@ class GraphExecutor:
         self.region = variant.region
         self.capturer = CudaCapturer(variant.device, options)
         self.graphs: dict[CaptureKey, Captured] = {}
+        self.shapes: set = set()  # the forward shapes captured (banks.note_capture)
         # (direction, accumulate, a delivering graph's own kernels) run once uncaptured, at
         # which Inductor compile count (run 20: after one, a kernel tuned in a capture)
         self.warm: dict[tuple, int] = {}
@@ -90,8 +91,7 @@ class GraphExecutor:
     def _drop(self, stale) -> None:
         # Rebuilt, not deleted from in place: freeing a graph can run finalizers (a model's
         # last parameter dying frees its region) that drop graphs here too.
-        keep = {k: v for k, v in self.graphs.items() if not stale(k)}
-        self.graphs, old = keep, self.graphs
+        self.graphs, old = {k: v for k, v in self.graphs.items() if not stale(k)}, self.graphs
         del old
 
     def forward(self, variant: Variant, slot: Slot | None, args: list[Any], layout,
@@ -232,7 +232,7 @@ class GraphExecutor:
         state.counters["captures"] += 1
         log.info("%s: captured %s graph for slot %d (%d captures in all)", variant.name,
                  key.direction.value, slot.index, state.counters["captures"])
-        note_capture(variant.region, variant.name, key)
+        note_capture(variant.region, variant.name, key, self.shapes)
         cap = self._describe(graph, outs, key, slot, gargs, stage, nargs)
         del outs  # pool outputs die here; their bytes may serve later captures as scratch
         old, moved = moved_grads(self.graphs, key, nargs, len(variant.ring.slots) + 1)
