@@ -106,6 +106,26 @@ def test_too_many_forwards_in_flight():
     assert pending() == 0
 
 
+def test_too_many_forwards_in_flight_per_block_names_the_modules():
+    """Blocks compiled one by one share one compiled graph, and each block gets ``slots`` of
+    its own: the error counted every block's forward as a microbatch ("microbatch 0,
+    microbatch 1" where both were the first microbatch, in two blocks; found by a review).
+    It now says how many modules hold the slots and how many forwards this one has."""
+    torch.manual_seed(0)
+    blocks = [nn.Sequential(nn.Linear(8, 8), nn.Tanh()) for _ in range(2)]
+    options = {"slots": 1}  # one object: one region (as a loop compiling each block gives)
+    run = [torch.compile(b, backend="fxslots", options=options) for b in blocks]
+    x = torch.randn(4, 8)
+    kept = run[1](run[0](x))  # microbatch 0 through both blocks: one slot each
+    with pytest.raises(SlotsExhaustedError) as ei:
+        run[0](x)  # microbatch 1 at the first block
+    msg = str(ei.value)
+    assert "forwards of 2 modules that share this compiled graph" in msg, msg
+    assert "this module has 1 in flight" in msg and "(now 1)" in msg, msg
+    kept.sum().backward()
+    run[1](run[0](x)).sum().backward()  # a slot is free again
+
+
 def test_backward_called_twice():
     eager, model = Net(), Net()
     c = compiled(model, slots=1, debug=True)

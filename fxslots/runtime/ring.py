@@ -119,19 +119,28 @@ class SlotRing:
         if not free and (added := self._add(params, device)) is not None:
             return added
         if not free:
-            held = ", ".join(f"slot {s.index}: microbatch {s.microbatch} ({s.variant})"
-                             for s in self.slots)
-            raise SlotsExhaustedError(
-                f"fxslots: a forward of {self.name} ({variant}) needs a slot, but all "
-                f"{len(self.slots)} are pending a backward ({held}). Run a backward first, or "
-                f"raise the option 'slots' (now {self.options.slots}) to the number of "
-                f"microbatches your schedule keeps in flight. A forward holds its slot while "
-                f"anything of its autograd graph lives: an output kept without a backward (an "
-                f"evaluation step outside torch.no_grad()), a result of create_graph=True"
-                + ("" if params else ". A graph without parameters counts every module that "
-                   "runs it as one (a parameter-less module compiled on its own in each block): "
-                   "compile the block that holds it instead"))
+            raise self._exhausted(variant, params)
         return free[0] if len(free) == 1 else best_fit(free, nbytes, host_nbytes)
+
+    def _exhausted(self, variant: str, params: int) -> SlotsExhaustedError:
+        held = ", ".join(f"slot {s.index}: forward #{s.microbatch} ({s.variant})"
+                         for s in self.slots)
+        sets = {s.params for s in self.slots if s.pending()}
+        mine = sum(s.params == params for s in self.slots if s.pending())
+        return SlotsExhaustedError(
+            f"fxslots: a forward of {self.name} ({variant}) needs a slot, but all "
+            f"{len(self.slots)} are pending a backward ({held}). "
+            + (f"They hold forwards of {len(sets)} modules that share this compiled graph (blocks "
+               f"compiled one by one), each with 'slots' of its own; this module has {mine} "
+               f"in flight. " if len(sets) > 1 and params else "")
+            + f"Run a backward first, or raise the option 'slots' (now {self.options.slots}) to "
+            f"the number of microbatches your schedule keeps in flight. A forward holds its "
+            f"slot while anything of its autograd graph lives: an output kept without a "
+            f"backward (an evaluation step outside torch.no_grad()), a result of "
+            f"create_graph=True" + ("" if params else ". A graph without parameters counts "
+                                    "every module that runs it as one (a parameter-less module "
+                                    "compiled on its own in each block): compile the block that "
+                                    "holds it instead"))
 
     def _add(self, params: int, device: torch.device) -> Slot | None:
         """A new slot where the pending ones belong to other parameter sets, fewer than

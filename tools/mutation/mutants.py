@@ -1971,6 +1971,12 @@ MUTANTS: tuple[Mutant, ...] = (
            "        if False:",
            "a variant's SHAPES_NOTED-th distinct captured shape warns, once", "cpu",
            (f"{STAND_IN}::test_many_distinct_shapes_warn_once",)),
+    Mutant("per-block-exhaustion-unexplained", "fxslots/runtime/ring.py",
+           '               f"in flight. " if len(sets) > 1 and params else "")',
+           '               f"in flight. " if False else "")',
+           "a ring exhausted by blocks sharing one compiled graph says how many modules hold "
+           "it", "cpu", ("tests/test_bad_inputs.py::"
+                         "test_too_many_forwards_in_flight_per_block_names_the_modules",)),
     Mutant("buffers-name-the-module", "fxslots/policies.py",
            "    params = [i for i in candidates if isinstance(args[i], torch.nn.Parameter)] or "
            "list(candidates)",
