@@ -240,3 +240,28 @@ def test_a_feeder_that_starts_and_stops_with_grad_kept_is_seen(monkeypatch, in_g
     # found the parameters alone)
     assert in_graph == [8, 14], in_graph
     del keep
+
+
+def test_a_non_leaf_in_a_parameters_place_is_not_asked_for_grad():
+    """Found by a review (session 51): ``functional_call`` with a noised weight (a non-leaf in
+    the parameter's place) made fxslots read that tensor's ``.grad``, and torch warned at every
+    backward. No warning now; every gradient bitwise aot_eager's."""
+    import warnings
+
+    from torch.func import functional_call
+
+    from tests.helpers import compiled_twins
+    ours, ref, f, g = compiled_twins(lambda: nn.Sequential(nn.Linear(8, 16), nn.Tanh(),
+                                                           nn.Linear(16, 4)))
+    gen = torch.Generator().manual_seed(1)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            noise, x = torch.randn(16, 8, generator=gen) * 0.01, torch.randn(4, 8, generator=gen)
+            for model, run in ((ours, f), (ref, g)):
+                w = model[0].weight + noise
+                functional_call(run, {"0.weight": w}, (x,)).square().sum().backward()
+    ours_warned = [str(w.message)[:60] for w in seen if "/fxslots/" in w.filename]
+    assert not ours_warned, ours_warned  # (Dynamo's tracing reads .grad too, for both)
+    for a, b in zip(ours.parameters(), ref.parameters(), strict=True):
+        assert torch.equal(a.grad, b.grad)

@@ -928,12 +928,12 @@ def test_an_output_viewing_a_parameter_is_a_new_tensor_at_each_replay(stand_in_g
 
 
 class _NormFirst(nn.Module):
-    """Its first parameter (the region's anchor) is one the forward saves."""
+    """Its first and last parameters (the anchors) are ones the forward saves."""
 
     def __init__(self):
         super().__init__()
         self.ln = nn.LayerNorm(16)
-        self.lin = nn.Linear(16, 16)
+        self.lin = nn.Linear(16, 16, bias=False)
 
     def forward(self, x):
         return torch.tanh(self.lin(self.ln(x)))
@@ -963,7 +963,8 @@ def test_deleting_a_model_frees_its_arenas_graphs_and_weights(stand_in_graphs):
 def _graphs_and_sets() -> tuple[int, int]:
     regions = fxslots.regions()
     graphs = sum(len(v.executor.graphs) for r in regions for v in r.live_variants())
-    sets = sum(len(r.param_sets) + len(r.related) + len(r.outputs) for r in regions)
+    sets = sum(len(r.param_sets) + len(r.related) + len(r.outputs) + len(r.placed_outputs)
+               + len(r._recaptures) for r in regions)
     return graphs, sets
 
 
@@ -979,11 +980,15 @@ def test_a_dead_models_graphs_go_while_a_sibling_lives(stand_in_graphs):
     for _ in range(3):
         model = _NormFirst()
         c = torch.compile(model, backend="fxslots", options={"slots": 2})
-        for _ in range(4):
+        for step in range(4):
+            if step == 2:  # a reload: captured again (a key in Region._recaptures)
+                model.lin.weight.data = model.lin.weight.data.clone()
             c(torch.randn(4, 16)).sum().backward()
         assert _graphs_and_sets()[0] > before[0]
-        del model, c
-        gc.collect()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # an exception in a finalizer is only printed
+            del model, c
+            gc.collect()
         assert _graphs_and_sets() == before, "a dead model's graphs or parameter sets stay"
     ck(torch.randn(4, 16)).sum().backward()  # the sibling still replays what it captured
     assert _graphs_and_sets() == before

@@ -92,9 +92,10 @@ def accumulating_grads(params: list[torch.Tensor | None],
     is read again only for buffers ``checked`` (the caller's, kept between calls) has not seen."""
     grads = []
     for p in params:
-        g = None if p is None else p.grad
+        g = None if p is None or not p.is_leaf else p.grad
         # None at the first parameter after zero_grad(set_to_none=True); and a parameter frozen
-        # since its forward, whose AccumulateGrad adds nothing
+        # since its forward, whose AccumulateGrad adds nothing; a non-leaf in a parameter's
+        # place (functional_call with noised weights) has no accumulator
         if g is None or not p.requires_grad:
             return None
         grads.append(g)

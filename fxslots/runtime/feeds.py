@@ -117,7 +117,8 @@ class Feeds:
         refs = self._params.get(slot.index, ()) if first is None else tuple(
             first.get(i, _dead) for i in indices)
         params = [ref() for ref in refs]
-        if not params or any(p is None for p in params):
+        # a non-leaf in a parameter's place (functional_call with noised weights) has no .grad
+        if not params or any(p is None or not p.is_leaf for p in params):
             return
         kept = all(p.grad is not None for p in params)
         if (kept and not _fed_outside(params)) or not self._due(

@@ -103,7 +103,7 @@ class Region:
         for v in self.live_variants():
             v.executor.set_died(params)
         self._recaptures = Counter({k: n for k, n in self._recaptures.items()
-                                    if k.params != params})  # CaptureKeys
+                                    if k[1].params != params})  # (executor id, CaptureKey)
         for buffers in (self.outputs, self.placed_outputs):
             if (buffer := buffers.pop(params, None)) is not None:
                 buffer.free()
@@ -260,7 +260,7 @@ def _on_death(region: Region, anchors: tuple[Any, ...], method: str, key: Any) -
         if (r := me()) is not None:
             getattr(r, method)(key)
     for a in {id(a): a for a in anchors}.values():
-        weakref.finalize(a, died)
+        weakref.finalize(a, died).atexit = False  # not at exit: nothing runs after it
 
 
 def region_for(opts: Options, raw_options: Any) -> Region:

@@ -43,6 +43,7 @@ class SlotRing:
         self.grow_events = 0
         self.evictions = 0  # arenas moved because gradients in them outlived the next forward
         self.orphans = 0  # arenas left to views that outlived their autograd graph (_disown)
+        self.retained = 0  # slots added beside ones a retained graph holds (_add_retained)
         self._microbatches = itertools.count()
         self._lock = threading.RLock()
         self._listeners: list[weakref.WeakMethod] = []
@@ -84,7 +85,7 @@ class SlotRing:
             slot.variant, slot.params = variant, params
             # under the lock: another thread's forward must never judge this slot orphaned by
             # the node of the forward that held it before
-            slot.node = node
+            slot.node, slot.retained = node, False
             slot.microbatch = next(self._microbatches)
             return slot, alias, host_alias
 
@@ -116,7 +117,7 @@ class SlotRing:
         if not free and (lent := [s for s in self.slots if not s.pending()]):
             self._evict(lent[0])
             return lent[0]
-        if not free and (added := self._add(params, device)) is not None:
+        if not free and (added := self._add(params, device) or self._add_retained(device)):
             return added
         if not free:
             raise self._exhausted(variant, params)
@@ -137,7 +138,7 @@ class SlotRing:
             f"the number of microbatches your schedule keeps in flight. A forward holds its "
             f"slot while anything of its autograd graph lives: an output kept without a "
             f"backward (an evaluation step outside torch.no_grad()), a result of "
-            f"create_graph=True" + ("" if params else ". A graph without parameters counts "
+            f"create_graph=True, a backward with retain_graph=True while the loss lives" + ("" if params else ". A graph without parameters counts "
                                     "every module that runs it as one (a parameter-less module "
                                     "compiled on its own in each block): compile the block that "
                                     "holds it instead"))
@@ -156,6 +157,23 @@ class SlotRing:
         log.info("%s: forwards of %d parameter sets (modules sharing one compiled graph) are "
                  "in flight; slots=%d holds for each, so the ring grows to %d slots", self.name,
                  sets, self.options.slots, len(self.slots))
+        return self.slots[-1]
+
+    def _add_retained(self, device: torch.device) -> Slot | None:
+        """A new slot where a pending one is held only by a graph its backward kept
+        (``backward(retain_graph=True)``, the loss still referenced: a loop that rebinds
+        ``loss`` after the next forward), as eager would hold that memory. Not in an arena
+        group, whose slots the pipeline plan counts."""
+        if self.options.arena_group is not None or not any(
+                s.retained and s.pending() for s in self.slots):
+            return None
+        self.slots.append(Slot(len(self.slots), device))
+        self.retained += 1
+        (log.info if self.retained > 1 else log.warning)(
+            "fxslots: %s: every slot is pending, and a backward that ran with retain_graph=True "
+            "holds one while its graph (the loss) is referenced; the ring grows to %d slots. "
+            "Drop the loss before the next forward (del loss), or the retain_graph=True its "
+            "backward does not need", self.name, len(self.slots))
         return self.slots[-1]
 
     def _evict(self, slot: Slot) -> None:

@@ -33,6 +33,7 @@ class Slot:
     # saved outputs' (index, kind, geometry), for a backward that must rebuild the views.
     saved_outs: Any = None
     watched: bool = False  # saved-tensor hooks saw that forward's saved tensors
+    retained: bool = False  # its backward ran with retain_graph=True: the graph holds it
     kept: Any = None  # released after watched: (owner, host_owner), what a hook may still view
     node: Any = None  # weak reference to that forward's autograd node, where it was found
     # Gradients its last backward wrote into saved bytes it had finished reading (fxslots

@@ -209,6 +209,8 @@ class Variant:
         finally:
             if slot is not None and not _torch.keep_graph():
                 self.ring.release(slot, saved)
+            elif slot is not None:  # the graph may run backward again: it holds the slot
+                slot.retained = True
 
     def grads_at(self) -> tuple[int, ...]:
         return self.feeds.grads_at()

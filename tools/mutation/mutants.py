@@ -1725,8 +1725,8 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/test_runtime.py::"
             "test_a_backward_gives_back_only_the_slot_its_microbatch_still_holds",)),
     Mutant("new-holder-keeps-the-old-node", RING,
-           "            slot.node = node\n",
-           "            slot.node = node or slot.node\n",
+           "            slot.node, slot.retained = node, False\n",
+           "            slot.node, slot.retained = node or slot.node, False\n",
            "a forward taking a slot never inherits the node of the forward before it", "cpu",
            ("tests/test_runtime.py::"
             "test_views_outliving_their_autograd_graph_keep_the_old_arenas_and_the_slot_"
@@ -1977,6 +1977,28 @@ MUTANTS: tuple[Mutant, ...] = (
            "a ring exhausted by blocks sharing one compiled graph says how many modules hold "
            "it", "cpu", ("tests/test_bad_inputs.py::"
                          "test_too_many_forwards_in_flight_per_block_names_the_modules",)),
+    Mutant("non-leaf-grad-read", AUTOGRAD,
+           "        g = None if p is None or not p.is_leaf else p.grad",
+           "        g = None if p is None else p.grad",
+           "a non-leaf in a parameter's place (functional_call) is not asked for .grad", "cpu",
+           ("tests/test_feeds.py::test_a_non_leaf_in_a_parameters_place_is_not_asked_for_grad",)),
+    Mutant("non-leaf-grad-watched", FEEDS,
+           "        if not params or any(p is None or not p.is_leaf for p in params):",
+           "        if not params or any(p is None for p in params):",
+           "the watch asks no non-leaf in a parameter's place for .grad", "cpu",
+           ("tests/test_feeds.py::test_a_non_leaf_in_a_parameters_place_is_not_asked_for_grad",)),
+    Mutant("retained-slot-never-grows", "fxslots/runtime/ring.py",
+           "                s.retained and s.pending() for s in self.slots):",
+           "                False for s in self.slots):",
+           "a forward finding a slot held by a retained graph takes a new slot", "cpu",
+           ("tests/test_bad_inputs.py::"
+            "test_a_loop_passing_retain_graph_by_habit_trains_in_two_slots",)),
+    Mutant("retained-backward-unmarked", VARIANT,
+           "                slot.retained = True",
+           "                pass",
+           "a backward that keeps its graph marks its slot retained", "cpu",
+           ("tests/test_bad_inputs.py::"
+            "test_a_loop_passing_retain_graph_by_habit_trains_in_two_slots",)),
     Mutant("buffers-name-the-module", "fxslots/policies.py",
            "    params = [i for i in candidates if isinstance(args[i], torch.nn.Parameter)] or "
            "list(candidates)",
