@@ -7,7 +7,7 @@ import warnings
 from typing import Any, Callable
 
 from . import _torch, state
-from .errors import UnsupportedGraphError, failure_reason
+from .errors import CaptureError, UnsupportedGraphError, failure_reason, gist
 from .record import CompiledGraphs
 
 
@@ -65,3 +65,19 @@ def trace_plainly(gm: Any, example_inputs: Any, reason: str | None = None) -> An
 
     return _torch.aot_autograd(fw_compiler=as_traced, bw_compiler=as_traced,
                                keep_inference_input_mutations=True)(gm, example_inputs)
+
+
+def capture_failed(failed: Any, what: str, compiled: bool, whole: str, options: Any,
+                   uncaptured: set, key: Any) -> None:
+    """A capture of ``what`` failed (a ``pool.CaptureFailed``; ``compiled``: the graph ran as
+    one call of Inductor's code): raise ``CaptureError`` naming where and how to run it
+    uncaptured (``whole``: the option for every such graph), or, with
+    ``on_capture_failure="eager"``, warn and add ``key`` to ``uncaptured``."""
+    root = failed.cause
+    msg = (f"fxslots: capturing {what} as a CUDA graph failed at {failed.where(compiled)}: "
+           f"{type(root).__name__}: {gist(root)}. Set options={{'on_capture_failure': "
+           f"'eager'}} to run it without a CUDA graph, or {whole}")
+    if options.on_capture_failure != "eager":
+        raise CaptureError(msg) from root
+    warnings.warn(msg, stacklevel=5)
+    uncaptured.add(key)

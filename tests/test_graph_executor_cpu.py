@@ -1007,3 +1007,23 @@ def test_many_distinct_shapes_warn_once(stand_in_graphs, monkeypatch, caplog):
                             for _ in range(2)])  # each size's first step warms up
     noted = [r.getMessage() for r in caplog.records if "distinct input shapes" in r.getMessage()]
     assert len(noted) == 1 and "for 3 distinct input shapes" in noted[0], noted
+
+
+@pytest.mark.parametrize("warm", [0, 2], ids=["cold", "warm"])
+def test_a_backward_under_vmap_runs_uncaptured(stand_in_graphs, warm):
+    """Found by a review (session 51): ``autograd.grad(..., is_grads_batched=True)`` (what
+    ``jacobian(vectorize=True)`` runs) hands the backward batched tangents, which staging for
+    a graph copied into plain memory: vmap's RuntimeError. Such a backward runs uncaptured;
+    bitwise aot_eager's, and training after it too."""
+    ours, ref, f, g = compiled_twins(lambda: MLP(8, 16, 3))
+    gen = torch.Generator().manual_seed(1)
+    xs = [torch.randn(2, 8, generator=gen) for _ in range(warm + 2)]
+    if warm:
+        train_twins((ours, ref, f, g), xs[:warm])
+    x = xs[warm].requires_grad_(True)
+    tangents = torch.eye(16).view(16, 2, 8)
+    (a,), (b,) = (torch.autograd.grad(h(x), x, tangents, is_grads_batched=True) for h in (f, g))
+    assert torch.equal(a, b)
+    assert torch.equal(torch.autograd.functional.jacobian(f, x, vectorize=True),
+                       torch.autograd.functional.jacobian(g, x, vectorize=True))
+    train_twins((ours, ref, f, g), xs[warm + 1:] * 3)

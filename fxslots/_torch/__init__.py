@@ -41,6 +41,7 @@ __all__ = [
     "storage_key",
     "storage_cdata",
     "is_fake",
+    "is_batched",
     "is_sym_node",
     "trace_artifact",
     "symbol_of",
@@ -144,6 +145,14 @@ def storage_cdata(t: torch.Tensor) -> int:
 
 def is_fake(t: Any) -> bool:
     return isinstance(t, torch._subclasses.fake_tensor.FakeTensor)
+
+
+def is_batched(t: torch.Tensor | None) -> bool:
+    """Whether ``t`` is batched by vmap: functorch's, or the legacy one of
+    ``autograd.grad(..., is_grads_batched=True)`` (a vectorized jacobian)."""
+    functorch = torch._C._functorch
+    return t is not None and (functorch.is_legacy_batchedtensor(t)
+                              or functorch.is_batchedtensor(t))
 
 
 def shape_env_of(vals: list[Any]):

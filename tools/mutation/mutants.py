@@ -499,8 +499,8 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/test_graph_executor_cpu.py::"
             "test_a_backward_that_cannot_replay_after_a_token_forward_rebuilds_the_views",)),
     Mutant("tokens-under-saved-tensor-hooks", EXECUTOR,
-           "            tokens = (self._tokens_ok(variant, cap) and not slot.watched",
-           "            tokens = (self._tokens_ok(variant, cap)",
+           "            tokens = (cap.tokens_for(variant.saved_backward_args) and not slot.watched",
+           "            tokens = (cap.tokens_for(variant.saved_backward_args)",
            "saved-tensor hooks see the saved views, never an arena token", "cpu",
            ("tests/test_graph_executor_cpu.py::test_saved_tensor_hooks_see_real_views",)),
     Mutant("uncapturable-backward-captured", BACKEND,
@@ -1515,8 +1515,9 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/test_fence.py::"
             "test_an_inductor_that_may_not_keep_the_fences_order_keeps_the_buffer",)),
     Mutant("fallback-imports-passes", "fxslots/fallback.py",
-           "from .errors import UnsupportedGraphError, failure_reason",
-           "from .errors import UnsupportedGraphError\nfrom .passes.observe import failure_reason",
+           "from .errors import CaptureError, UnsupportedGraphError, failure_reason, gist",
+           "from .errors import CaptureError, UnsupportedGraphError, gist\n"
+           "from .passes.observe import failure_reason",
            "no import cycle through a package's __init__ (fallback importing passes closed "
            "attention -> fallback -> passes -> routes -> out_variants -> attention)", "cpu",
            ("tests/test_architecture.py::test_no_import_cycle_among_fxslots_modules",)),
@@ -1999,6 +2000,17 @@ MUTANTS: tuple[Mutant, ...] = (
            "a backward that keeps its graph marks its slot retained", "cpu",
            ("tests/test_bad_inputs.py::"
             "test_a_loop_passing_retain_graph_by_habit_trains_in_two_slots",)),
+    Mutant("vmapped-backward-staged", EXECUTOR,
+           "        if any(_torch.is_batched(args[i]) for i in tangents):",
+           "        if False:",
+           "a backward under vmap (batched tangents) runs uncaptured", "cpu",
+           (f"{STAND_IN}::test_a_backward_under_vmap_runs_uncaptured",)),
+    Mutant("vmapped-backward-watched", VARIANT,
+           "            if _torch.is_batched(next((o for o in out if isinstance(o, torch.Tensor)), "
+           "None)):",
+           "            if False:",
+           "a backward under vmap learns nothing from its batched gradients", "cpu",
+           (f"{STAND_IN}::test_a_backward_under_vmap_runs_uncaptured",)),
     Mutant("buffers-name-the-module", "fxslots/policies.py",
            "    params = [i for i in candidates if isinstance(args[i], torch.nn.Parameter)] or "
            "list(candidates)",

@@ -15,13 +15,12 @@ tensors outlive other replays until their backward) and persistent ``.grad`` buf
 from __future__ import annotations
 
 import logging
-import warnings
 from typing import Any
 
 import torch
 
 from ... import _torch, state
-from ...errors import CaptureError, gist
+from ...fallback import capture_failed
 from ...options import Options
 from ...passes.collect import mutated_placeholders
 from ..layout import geometry_of, make_views, pack, slot_views
@@ -104,7 +103,7 @@ class GraphExecutor:
                          delivers=generation, params=slot.params)
         cap = self.graphs.get(key)
         if cap is not None and self._replay(cap, args, slot, key):
-            tokens = (self._tokens_ok(variant, cap) and not slot.watched
+            tokens = (cap.tokens_for(variant.saved_backward_args) and not slot.watched
                       and self.region.tokens_readable())
             slot.saved_outs = cap.saved_outs if tokens else None
             return cap.results(aliases, variant.device, tokens=tokens, delivered=(into, None),
@@ -127,9 +126,9 @@ class GraphExecutor:
         if slot is None:
             return variant.runner(Direction.BACKWARD)(*args)
         self.region.note_backward()
-        if self._tangents is None:
-            self._tangents = _torch.tangent_indices(variant.backward_graph)
-        tangents = [i for i in self._tangents if isinstance(args[i], torch.Tensor)]
+        tangents = [i for i in self._tangent_args(variant) if isinstance(args[i], torch.Tensor)]
+        if any(_torch.is_batched(args[i]) for i in tangents):
+            return self._vmapped(variant, slot, args, grads)
         if self.capturing:
             gargs, tangents_in = self.tangents.stage(variant, slot, args, tangents,
                                                      self._drop_everywhere)
@@ -176,14 +175,19 @@ class GraphExecutor:
                      "gradients are copied out from now on", variant.name, outputs.held)
         return target
 
-    @staticmethod
-    def _tokens_ok(variant: Variant, cap: Captured) -> bool:
-        """Whether this forward's saved outputs can go to autograd as arena tokens: its
-        backward is compiled and knows where each of them arrives."""
-        if cap.tokens_ok is None and variant.saved_backward_args is not None:
-            cap.tokens_ok = bool(cap.saved_outs) and all(
-                j in variant.saved_backward_args for j, _, _ in cap.saved_outs)
-        return bool(cap.tokens_ok)
+    def _tangent_args(self, variant: Variant) -> list[int]:
+        if self._tangents is None:
+            self._tangents = _torch.tangent_indices(variant.backward_graph)
+        return self._tangents
+
+    def _vmapped(self, variant: Variant, slot: Slot, args: list[Any],
+                 grads: list[torch.Tensor] | None) -> Any:
+        """A backward under vmap (``autograd.grad(..., is_grads_batched=True)``, a vectorized
+        jacobian) runs uncaptured: its batched tangents cannot be staged for a graph."""
+        args = list(args)
+        if slot.saved_outs is not None:  # tokens in the saved places: this run reads views
+            saved_views(variant.saved_backward_args, slot.saved_outs, args)
+        return variant.runner(Direction.BACKWARD, grads is not None)(*args, *(grads or []))
 
     def _replay(self, cap: Captured, args: list[Any], slot: Slot, key: CaptureKey) -> bool:
         """Replay ``cap`` on ``args``; False (and nothing done) if an input moved since capture."""
@@ -287,14 +291,8 @@ class GraphExecutor:
         return () if buffer is None or buffer.tensor is None else (buffer.tensor,)
 
     def _failed(self, variant, slot, key, failed: CaptureFailed) -> None:
-        root = failed.cause
-        where = failed.where(not isinstance(variant.runner(key.direction), torch.fx.GraphModule))
-        msg = (f"fxslots: capturing the {key.direction.value} graph of {variant.name} (slot "
-               f"{slot.index}) as a CUDA graph failed at {where}: {type(root).__name__}: "
-               f"{gist(root)}. Set options={{'on_capture_failure': 'eager'}} to run this graph "
-               f"without a CUDA graph, or options={{'cudagraphs': False}} for the whole model")
-        if self.options.on_capture_failure == "eager":
-            warnings.warn(msg, stacklevel=4)
-            self.uncaptured.add(key)
-            return None
-        raise CaptureError(msg) from root
+        capture_failed(failed, f"the {key.direction.value} graph of {variant.name} (slot "
+                       f"{slot.index})", not isinstance(variant.runner(key.direction),
+                                                        torch.fx.GraphModule),
+                       "options={'cudagraphs': False} for the whole model", self.options,
+                       self.uncaptured, key)

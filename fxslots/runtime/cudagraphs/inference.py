@@ -13,7 +13,6 @@ reuses those bytes. A static input found moved (a parameter replaced) means a ne
 from __future__ import annotations
 
 import logging
-import warnings
 import weakref
 from collections import Counter
 from typing import Any, Callable, Sequence
@@ -23,8 +22,7 @@ import torch.fx as fx
 
 from ... import state
 from ...capturable import uncapturable_reason
-from ...errors import CaptureError, gist
-from ...fallback import run_uncaptured
+from ...fallback import capture_failed, run_uncaptured
 from ...options import Options
 from ...passes.collect import mutated_placeholders
 from ...policies import anchors_of
@@ -210,15 +208,9 @@ class InferenceGraphs:
         return tuple(zip(indices, make_views(storage, self.device, geometry), strict=True))
 
     def _failed(self, key: tuple, failed: CaptureFailed) -> None:
-        where = failed.where(not isinstance(self.run, fx.GraphModule))
-        msg = (f"fxslots: capturing an inference graph as a CUDA graph failed at {where}: "
-               f"{type(failed.cause).__name__}: {gist(failed.cause)}. Set "
-               f"options={{'on_capture_failure': 'eager'}} to run it without a CUDA graph, or "
-               f"options={{'capture_inference': False}} for every inference graph")
-        if self.options.on_capture_failure != "eager":
-            raise CaptureError(msg) from failed.cause
-        warnings.warn(msg, stacklevel=4)
-        self.uncaptured.add(key)
+        capture_failed(failed, "an inference graph", not isinstance(self.run, fx.GraphModule),
+                       "options={'capture_inference': False} for every inference graph",
+                       self.options, self.uncaptured, key)
 
 
 def _mutated_inputs(gm: fx.GraphModule) -> set[int]:

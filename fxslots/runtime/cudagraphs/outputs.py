@@ -112,6 +112,14 @@ class Captured:
             [(v.dtype, tuple(v.shape), copy_strides(v)) for v in values], 16)
         self._pool = grouped_runs(pool, geometry)
 
+    def tokens_for(self, saved_backward_args: dict[int, int] | None) -> bool:
+        """Whether this forward's saved outputs can go to autograd as arena tokens: its
+        backward is compiled and knows where each of them arrives."""
+        if self.tokens_ok is None and saved_backward_args is not None:
+            self.tokens_ok = bool(self.saved_outs) and all(
+                j in saved_backward_args for j, _, _ in self.saved_outs)
+        return bool(self.tokens_ok)
+
     def moved(self, args: list[Any]) -> int | None:
         """The first argument not staged by fxslots whose address differs from the capture's
         (a replay would read stale memory there); None when all are in place."""
