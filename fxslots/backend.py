@@ -258,8 +258,7 @@ class _Compiler:
                                   is_backward=True)
         if variant is None:  # this graph fell back: no slots
             return boxed(lambda args: run(*args))
-        variant.backward_graph = bw
-        variant.backward_kernel = run if run is not bw else None
+        variant.backward_graph, variant.backward_kernel = bw, (run if run is not bw else None)
         graphs = isinstance(variant.executor, GraphExecutor)
         if graphs and (why := uncapturable_reason(None, bw, variant.device)) is not None:
             variant.executor.capturing = False  # before any backward ran: nothing captured
@@ -273,6 +272,7 @@ class _Compiler:
         if graphs and self.fixed is not None:
             variant.collapse = collapse_of(self.record.saved, variant.plan, len(example_inputs),
                                            self.num_fwd_outputs + self.fixed)
+        variant.unlinked = grads.unlinked_inputs(variant.forward_graph, bw, variant.user_outputs)
         variant.accumulate = grads.accumulate(bw, self.params, self.options, example_inputs,
                                               what, graphs, variant.forward_graph)
         if graphs and variant.executor.capturing:

@@ -81,3 +81,20 @@ def capture_failed(failed: Any, what: str, compiled: bool, whole: str, options: 
         raise CaptureError(msg) from root
     warnings.warn(msg, stacklevel=5)
     uncaptured.add(key)
+
+
+def no_second_order(name: str, unlinked: int, strict: bool, noted: bool) -> bool:
+    """A ``create_graph=True`` backward of ``name``, whose gradients are not linked to
+    ``unlinked`` of its inputs: warn the first time (``noted``: warned already), raise in strict
+    mode. Returns True."""
+    if noted and not strict:
+        return True
+    _report("no_second_order", (
+        f"fxslots: {name}: a backward with create_graph=True (a gradient penalty, say): its "
+        f"gradients cannot be differentiated again with respect to {unlinked} of the compiled "
+        f"graph's inputs (parameters among them), which it saves as values computed from them. "
+        f"torch.compile's AOTAutograd does not support double backward: a second backward "
+        f"that reaches the graph raises, and one restricted to those inputs "
+        f"(backward(inputs=...), autograd.grad(..., allow_unused=True)) leaves their part out. "
+        f"Compute this gradient outside the compiled region (torch.compiler.disable)"), strict)
+    return True

@@ -189,3 +189,14 @@ def _compiled(d: Deliver, fencing: Any, example_inputs: Any, what: str, options:
     d = kernels.compile_twin(d, example_inputs, f"the delivering {what}", options,
                              "the backward's gradients are copied out of the pool instead")
     return d if d.kernel is not None else None
+
+
+def unlinked_inputs(forward: fx.GraphModule, backward: fx.GraphModule, user_outputs: int) -> int:
+    """How many of the forward's inputs that get a gradient it does not save as themselves (it
+    saves values computed from them, such as a weight's transpose, or copies them into its
+    slot): AOTAutograd links the gradients of a ``create_graph=True`` backward only to inputs
+    saved as they are (``Variant.backward`` warns)."""
+    grads = backward.graph.output_node().args[0]
+    inputs = list(forward.graph.find_nodes(op="placeholder"))[:len(grads)]
+    saved = set(forward.graph.output_node().args[0][user_outputs:])
+    return sum(g is not None and p not in saved for p, g in zip(inputs, grads, strict=True))

@@ -32,7 +32,8 @@ __all__ = [
     "current_frame_id",
     "frame_compiles", "declares_ranges",
     "end_allocate_to_pool",
-    "keep_graph", "calling_node", "current_node", "runs_in_this_backward", "saved_released",
+    "keep_graph", "records_graph", "calling_node", "current_node", "runs_in_this_backward",
+    "saved_released",
     "symbol_guards",
     "guard_at_most", "recompile_limit",
     "saved_tensors_watched", "muted_post_accumulate_hooks", "version",
@@ -145,14 +146,6 @@ def storage_cdata(t: torch.Tensor) -> int:
 
 def is_fake(t: Any) -> bool:
     return isinstance(t, torch._subclasses.fake_tensor.FakeTensor)
-
-
-def is_batched(t: torch.Tensor | None) -> bool:
-    """Whether ``t`` is batched by vmap: functorch's, or the legacy one of
-    ``autograd.grad(..., is_grads_batched=True)`` (a vectorized jacobian)."""
-    functorch = torch._C._functorch
-    return t is not None and (functorch.is_legacy_batchedtensor(t)
-                              or functorch.is_batchedtensor(t))
 
 
 def shape_env_of(vals: list[Any]):
@@ -277,7 +270,8 @@ def schedule_microbatches(schedule: Any) -> int:
 
 from .autograd import (  # noqa: E402
     CheckedGrads, accumulating_grads, calling_node, current_node, keep_graph,
-    muted_post_accumulate_hooks, running_accumulators, runs_in_this_backward, saved_released,
+    is_batched, muted_post_accumulate_hooks, records_graph, running_accumulators, runs_in_this_backward,
+    saved_released,
     saved_tensors_watched, split_backward_hazard, version, watch_accumulators,
 )
 from .compiling import (  # noqa: E402

@@ -19,6 +19,30 @@ def keep_graph() -> bool:
     return bool(torch._C._autograd._get_current_graph_task_keep_graph())
 
 
+def is_batched(t: torch.Tensor | None) -> bool:
+    """Whether ``t`` is batched by vmap: functorch's, or the legacy one of ``is_grads_batched``."""
+    functorch = torch._C._functorch
+    return t is not None and (functorch.is_legacy_batchedtensor(t)
+                              or functorch.is_batchedtensor(t))
+
+
+def records_graph() -> bool:
+    """True inside a backward that records a graph (``create_graph=True``, which keeps the
+    graph by default), where grad mode is off all the same: AOTAutograd runs it in the forward
+    of its double-backward function (its context ``double_ctx`` since torch 2.0), frames up."""
+    if not keep_graph():
+        return False
+    frame = sys._getframe(1)
+    for _ in range(16):
+        if frame is None:
+            return False
+        code = frame.f_code
+        if "double_ctx" in code.co_varnames[:code.co_argcount]:
+            return True
+        frame = frame.f_back
+    return False
+
+
 def calling_node() -> Any:
     """A weak reference to the autograd node of the AOTAutograd call this forward runs in (its
     ``CompiledFunction``'s ctx, the grad_fn its outputs get): the nearest frame above that holds

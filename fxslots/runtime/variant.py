@@ -13,7 +13,7 @@ from typing import Any, Callable, Protocol
 
 import torch
 
-from .. import _torch, policies, state
+from .. import _torch, fallback, policies, state
 from ..schemas import ArenaPlan
 from .layout import SymbolBinder, ViewLayout, layout_of, slot_views
 from .feeds import Feeds
@@ -108,6 +108,10 @@ class Variant:
     deliver_forward: Deliver | None = None
     layouts: dict[tuple, ViewLayout] = field(default_factory=dict)
     feeds: Feeds = field(init=False)  # its parameters, and whether its backward adds to .grad
+    # Inputs that get a gradient but are saved as computed values (grads.unlinked_inputs): a
+    # create_graph=True backward's gradients are not linked to them
+    unlinked: int = 0
+    _unlinked_noted: bool = False
     # kernels="inductor": Inductor's compiled graphs; the GraphModules above stay for analysis,
     # printing, and as what runs when Inductor could not compile one.
     forward_kernel: Callable[..., Any] | None = None
@@ -188,13 +192,17 @@ class Variant:
         return out
 
     def backward(self, args: list[Any]) -> Any:
+        recording = _torch.records_graph()  # create_graph=True
+        if recording and self.unlinked:
+            self._unlinked_noted = fallback.no_second_order(
+                self.name, self.unlinked, self.ring.options.strict, self._unlinked_noted)
         if self.collapse is not None:
             args = self.collapse.backward_args(args)
         slot = saved = None
         if self.saved_arg_index is not None:
             slot = self.ring.find(saved := args[self.saved_arg_index])
         try:
-            grads = self._grad_buffers(slot)
+            grads = None if recording else self._grad_buffers(slot)
             out = self.executor.backward(self, slot, args, grads)
             if _torch.is_batched(next((o for o in out if isinstance(o, torch.Tensor)), None)):
                 return out  # under vmap (batched gradients): nothing to learn from them

@@ -2011,6 +2011,23 @@ MUTANTS: tuple[Mutant, ...] = (
            "            if False:",
            "a backward under vmap learns nothing from its batched gradients", "cpu",
            (f"{STAND_IN}::test_a_backward_under_vmap_runs_uncaptured",)),
+    Mutant("recording-backward-adds-in-graph", VARIANT,
+           "            grads = None if recording else self._grad_buffers(slot)",
+           "            grads = self._grad_buffers(slot)",
+           "a create_graph=True backward leaves .grad to autograd, which records its add", "cpu",
+           ("tests/test_bad_inputs.py::test_create_graph_with_grad_kept_records_like_aot_eager",)),
+    Mutant("create-graph-unlinked-silent", VARIANT,
+           "        if recording and self.unlinked:",
+           "        if False:",
+           "a create_graph=True backward whose gradients are not linked to some inputs warns",
+           "cpu", ("tests/test_bad_inputs.py::"
+                   "test_a_gradient_penalty_restricted_to_parameters_is_not_silent",)),
+    Mutant("create-graph-unseen", AUTOGRAD,
+           '        if "double_ctx" in code.co_varnames[:code.co_argcount]:',
+           "        if False:",
+           "a backward inside AOTAutograd's double-backward function records a graph", "cpu",
+           ("tests/test_bad_inputs.py::"
+            "test_a_gradient_penalty_restricted_to_parameters_is_not_silent",)),
     Mutant("buffers-name-the-module", "fxslots/policies.py",
            "    params = [i for i in candidates if isinstance(args[i], torch.nn.Parameter)] or "
            "list(candidates)",
