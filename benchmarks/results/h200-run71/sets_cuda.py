@@ -68,3 +68,21 @@ for i in range(5):
           f"({now[1] - base[1]:+d} against the keeper alone)", flush=True)
 ck(torch.randn(4, 16, device=DEV)).sum().backward()
 print(f"keeper again: {_graphs_and_sets()}; captures {fxslots.counters['captures']}")
+
+# 3. The review's crash: a backward under vmap (is_grads_batched=True) after captured steps.
+from examples.models import MLP  # noqa: E402
+
+torch._dynamo.reset(); fxslots.reset()
+torch.manual_seed(0)
+ours, ref = MLP(8, 16, 3).to(DEV), MLP(8, 16, 3).to(DEV)
+ref.load_state_dict(ours.state_dict())
+f = torch.compile(ours, backend="fxslots", options={"slots": 1})
+g = torch.compile(ref, backend="aot_eager")
+for _ in range(3):
+    x = torch.randn(2, 8, device=DEV)
+    f(x).sum().backward(); g(x).sum().backward()
+x = torch.randn(2, 8, device=DEV, requires_grad=True)
+v = torch.eye(16, device=DEV).view(16, 2, 8)
+(a,), (b,) = (torch.autograd.grad(h(x), x, v, is_grads_batched=True) for h in (f, g))
+print(f"vmap backward after captures: {'bitwise' if torch.equal(a, b) else (a - b).abs().max()}; "
+      f"captures {fxslots.counters['captures']}")
