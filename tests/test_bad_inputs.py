@@ -780,3 +780,22 @@ def test_create_graph_with_grad_kept_records_like_aot_eager():
     for a, b in zip(ours.parameters(), ref.parameters(), strict=True):
         assert a.grad.requires_grad and b.grad.requires_grad
         assert torch.equal(a.grad, b.grad)
+
+
+def test_two_heads_backpropagated_one_by_one_are_not_taken_for_create_graph():
+    """Found by a review (session 51): ``backward(retain_graph=True)`` for the first of two
+    heads was taken for create_graph=True (AOTAutograd's plain path calls the same function,
+    with ``double_ctx=None``): a wrong warning, and an error with strict=True."""
+    torch.manual_seed(0)
+    model, ref = nn.Linear(8, 2), nn.Linear(8, 2)
+    ref.load_state_dict(model.state_dict())
+    f = torch.compile(model, backend="fxslots", options={"slots": 1, "strict": True})
+    g = torch.compile(ref, backend="aot_eager")
+    x = batch()
+    with torch._functorch.config.patch(donated_buffer=False):  # aot_eager's retain_graph
+        for fn in (f, g):
+            y = torch.tanh(fn(x))
+            y[:, 0].sum().backward(retain_graph=True)
+            y[:, 1].sum().backward()
+    for a, b in zip(model.parameters(), ref.parameters(), strict=True):
+        assert torch.equal(a.grad, b.grad)

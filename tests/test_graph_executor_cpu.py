@@ -1027,3 +1027,37 @@ def test_a_backward_under_vmap_runs_uncaptured(stand_in_graphs, warm):
     assert torch.equal(torch.autograd.functional.jacobian(f, x, vectorize=True),
                        torch.autograd.functional.jacobian(g, x, vectorize=True))
     train_twins((ours, ref, f, g), xs[warm + 1:] * 3)
+
+
+class _TwoOutputs(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(16, 16)
+
+    def forward(self, x):
+        y = self.a(x)
+        return y, torch.tanh(y) * 2
+
+
+def test_a_forwards_outputs_are_the_callers_own(stand_in_graphs):
+    """Found by a review (session 51): a replayed forward copied its outputs out of the pool
+    into one buffer and handed out views of it. Autograd then refused an in-place change to
+    one (``y.add_(1)``: "a function that returns multiple views"), a ``no_grad`` change to one
+    bumped the other's version (its backward raised), and a logged loss kept every output's
+    bytes. Each output now gets memory of its own; all bitwise aot_eager's."""
+    ours, ref, f, g = compiled_twins(_TwoOutputs)
+    gen = torch.Generator().manual_seed(1)
+    for _ in range(4):  # warm-up, capture, replays
+        x = torch.randn(4, 16, generator=gen)
+        (ya, sa), (yb, sb) = f(x), g(x)
+        assert ya.untyped_storage().data_ptr() != sa.untyped_storage().data_ptr()
+        for y in (ya, yb):
+            y.add_(1)
+        with torch.no_grad():
+            sa.mul_(0.5), sb.mul_(0.5)
+        assert torch.equal(ya, yb) and torch.equal(sa, sb)
+        (ya.square() + sa).sum().backward()
+        (yb.square() + sb).sum().backward()
+    assert _StandInGraph.replays > 0
+    for a, b in zip(ours.parameters(), ref.parameters(), strict=True):
+        assert torch.equal(a.grad, b.grad)

@@ -36,8 +36,9 @@ def records_graph() -> bool:
     for _ in range(16):
         if frame is None:
             return False
-        code = frame.f_code
-        if "double_ctx" in code.co_varnames[:code.co_argcount]:
+        code = frame.f_code  # (its plain path calls the same impl_fn, double_ctx=None)
+        if ("double_ctx" in code.co_varnames[:code.co_argcount]
+                and frame.f_locals.get("double_ctx") is not None):
             return True
         frame = frame.f_back
     return False

@@ -2023,11 +2023,22 @@ MUTANTS: tuple[Mutant, ...] = (
            "cpu", ("tests/test_bad_inputs.py::"
                    "test_a_gradient_penalty_restricted_to_parameters_is_not_silent",)),
     Mutant("create-graph-unseen", AUTOGRAD,
-           '        if "double_ctx" in code.co_varnames[:code.co_argcount]:',
-           "        if False:",
+           '        if ("double_ctx" in code.co_varnames[:code.co_argcount]',
+           "        if (False",
            "a backward inside AOTAutograd's double-backward function records a graph", "cpu",
            ("tests/test_bad_inputs.py::"
             "test_a_gradient_penalty_restricted_to_parameters_is_not_silent",)),
+    Mutant("retained-backward-taken-for-create-graph", AUTOGRAD,
+           '                and frame.f_locals.get("double_ctx") is not None):',
+           "                and True):",
+           "a plain backward with retain_graph=True is not taken for create_graph=True", "cpu",
+           ("tests/test_bad_inputs.py::"
+            "test_two_heads_backpropagated_one_by_one_are_not_taken_for_create_graph",)),
+    Mutant("forward-outputs-share-one-buffer", "fxslots/runtime/cudagraphs/outputs.py",
+           "        if out is None and (self.own or len(pool) == 1):  # one allocation each, one copy",
+           "        if out is None and len(pool) == 1:  # one allocation each, one copy",
+           "a replayed forward's outputs each get memory of their own", "cpu",
+           (f"{STAND_IN}::test_a_forwards_outputs_are_the_callers_own",)),
     Mutant("buffers-name-the-module", "fxslots/policies.py",
            "    params = [i for i in candidates if isinstance(args[i], torch.nn.Parameter)] or "
            "list(candidates)",

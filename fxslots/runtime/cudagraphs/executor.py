@@ -274,7 +274,8 @@ class GraphExecutor:
             arenas[buffer.tensor.data_ptr()] = OutKind.BUFFER
         outs = describe_outputs(outs, gargs, arenas, staging, self._user_outputs if forward else 0)
         return Captured(graph, static, stage, outs,
-                        tuple((i, dst) for i, dst in stage if forward and i in self._mutated))
+                        tuple((i, dst) for i, dst in stage if forward and i in self._mutated),
+                        own=forward)
 
     def _buffer(self, key: CaptureKey, slot: Slot) -> Any:
         """The output buffer the graph of ``key`` delivers into (None: none)."""

@@ -76,6 +76,10 @@ class Captured:
     stage: tuple[tuple[int, torch.Tensor], ...]  # (argument, where replays copy it to)
     outs: list[Out]
     writeback: tuple[tuple[int, torch.Tensor], ...] = ()  # staged inputs the graph mutates
+    # Pool outputs copied each into an allocation of its own (what a forward hands the caller:
+    # views of one buffer shared a version counter and a lifetime, and autograd refused an
+    # in-place change to one); False: one buffer for all (a backward's gradients)
+    own: bool = True
     _pool: tuple = field(default=([], ()), init=False)  # the pool outputs, their copies' runs
     _viewed: list = field(default_factory=list, init=False)
     _collapse: tuple = field(default=(None, None), init=False)  # (Collapse, outputs kept)
@@ -178,10 +182,13 @@ class Captured:
         """The pool outputs copied into ``out`` (an OutputBuffer) or fresh memory."""
         pool, runs = self._pool
         state.counters["pool_bytes_copied_out"] += self.pool_nbytes
-        if out is None and len(pool) == 1:  # a forward's one output: one allocation, one copy
-            v = self.outs[pool[0]].value
-            result[pool[0]] = torch.empty_strided(v.shape, runs[0][3], dtype=v.dtype,
-                                                  device=device).copy_(v)
+        if out is None and (self.own or len(pool) == 1):  # one allocation each, one copy
+            values = [self.outs[j].value for j in pool]
+            copies = [torch.empty_strided(v.shape, copy_strides(v), dtype=v.dtype, device=device)
+                      for v in values]
+            _torch.foreach_copy_(copies, values)
+            for j, c in zip(pool, copies, strict=True):
+                result[j] = c
             return
         # One buffer and one multi-tensor copy for all outputs (gradients, mostly), instead
         # of a clone each: the caller owns them, the pool bytes are free again.
