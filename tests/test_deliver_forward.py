@@ -597,3 +597,43 @@ def test_cuda_a_loop_that_holds_its_output_stages_tangents_in_the_other_buffer()
     (region,) = fxslots.regions()
     assert region.staging.tensor is None
     assert fxslots.counters["captures"] == before
+
+
+class _TwoLarge(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(16, 32)
+
+    def forward(self, x):
+        logits = self.a(x)
+        with torch.no_grad():
+            score = logits.softmax(-1)
+        return logits, score
+
+
+def test_delivered_outputs_can_be_changed_in_place(stand_in_graphs, every_output):  # noqa: F811
+    """Found by a review (session 51): outputs delivered into the slot's output buffer were
+    handed out as views of it, so autograd refused ``logits[:, 0] = -1e4`` from the first
+    replay on, and a ``no_grad`` change to one made a backward through the other raise. They
+    are tensors of their own over the buffer now; all bitwise aot_eager's."""
+    torch.manual_seed(0)
+    ours, ref = _TwoLarge(), _TwoLarge()
+    ref.load_state_dict(ours.state_dict())
+    f = torch.compile(ours, backend="fxslots", options={"slots": 1})
+    g = torch.compile(ref, backend="aot_eager")
+    t = torch.zeros(8, dtype=torch.long)
+    for step in range(4):  # warm-up, capture, replays
+        x = torch.randn(8, 16, generator=torch.Generator().manual_seed(step))
+        losses = []
+        for fn in (f, g):
+            logits, score = fn(x)
+            logits[:, 0] = -1e4
+            with torch.no_grad():
+                score.mul_(100)
+            losses.append((nn.functional.cross_entropy(logits, t), score))
+        assert torch.equal(losses[0][1], losses[1][1])
+        for loss, _ in losses:
+            loss.backward()
+    assert _StandInGraph.replays > 0
+    for a, b in zip(ours.parameters(), ref.parameters(), strict=True):
+        assert torch.equal(a.grad, b.grad)

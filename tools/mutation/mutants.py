@@ -2039,6 +2039,13 @@ MUTANTS: tuple[Mutant, ...] = (
            "        if out is None and len(pool) == 1:  # one allocation each, one copy",
            "a replayed forward's outputs each get memory of their own", "cpu",
            (f"{STAND_IN}::test_a_forwards_outputs_are_the_callers_own",)),
+    Mutant("delivered-outputs-are-views", "fxslots/runtime/cudagraphs/outputs.py",
+           "                if self.own and kind is OutKind.BUFFER:  # the caller's: not views of "
+           "one base",
+           "                if False:",
+           "a forward's outputs delivered into its output buffer are tensors of their own, not "
+           "views", "cpu", ("tests/test_deliver_forward.py::"
+                            "test_delivered_outputs_can_be_changed_in_place",)),
     Mutant("buffers-name-the-module", "fxslots/policies.py",
            "    params = [i for i in candidates if isinstance(args[i], torch.nn.Parameter)] or "
            "list(candidates)",

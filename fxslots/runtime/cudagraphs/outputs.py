@@ -163,7 +163,10 @@ class Captured:
                     for j in idx:
                         result[j] = token
             else:
-                for j, v in zip(idx, make_views(sources[at], where, None, runs), strict=True):
+                views = make_views(sources[at], where, None, runs)
+                if self.own and kind is OutKind.BUFFER:  # the caller's: not views of one base
+                    views = [_unviewed(v) for v in views]
+                for j, v in zip(idx, views, strict=True):
                     result[j] = v
         kept = None if collapse is None else self._kept(collapse)
         return result if kept is None else [result[j] for j in kept]
@@ -198,6 +201,13 @@ class Captured:
         _torch.foreach_copy_(copies, [self.outs[j].value for j in pool])
         for j, c in zip(pool, copies, strict=True):
             result[j] = c
+
+
+def _unviewed(v: torch.Tensor) -> torch.Tensor:
+    """``v``'s bytes as a tensor that is no view of another: autograd lets its holder change it
+    in place, and it counts versions of its own."""
+    return torch.empty(0, dtype=v.dtype, device=v.device).set_(
+        v.untyped_storage(), v.storage_offset(), v.shape, v.stride())
 
 
 def copy_strides(v: torch.Tensor) -> tuple[int, ...]:
