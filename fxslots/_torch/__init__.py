@@ -270,9 +270,9 @@ def schedule_microbatches(schedule: Any) -> int:
 
 from .autograd import (  # noqa: E402
     CheckedGrads, accumulating_grads, calling_node, current_node, keep_graph,
-    is_batched, muted_post_accumulate_hooks, records_graph, running_accumulators, runs_in_this_backward,
-    saved_released,
-    saved_tensors_watched, split_backward_hazard, version, watch_accumulators,
+    is_batched, muted_post_accumulate_hooks, records_graph, running_accumulators,
+    runs_in_this_backward, saved_released, saved_tensors_watched, split_backward_hazard, version,
+    watch_accumulators,
 )
 from .compiling import (  # noqa: E402
     compile_contexts, declare_no_donated_buffers, forget_saved_dynamism, is_dynamo_signal,

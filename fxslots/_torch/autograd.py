@@ -142,10 +142,10 @@ def accumulating_grads(params: list[torch.Tensor | None],
 
 def _overlapping(grads: list[torch.Tensor]) -> bool:
     """Whether two buffers share bytes (one buffer twice, ``b.grad = a.grad.view(...)``, slices
-    of one buffer that overlap): one multi-tensor add writes them at once on CUDA (an update lost: 0.045 off
-    on an H100, found by a review), where autograd adds one after the other. Dense buffers
-    (``_same_layout`` checked it) span numel * itemsize bytes; sorted by start, two overlap
-    only if two neighbours do."""
+    of one buffer that overlap): one multi-tensor add writes them at once on CUDA (an update
+    lost: 0.045 off on an H100, found by a review), where autograd adds one after the other.
+    Dense buffers (``_same_layout`` checked it) span numel * itemsize bytes; sorted by start,
+    two overlap only if two neighbours do."""
     spans = sorted((g.data_ptr(), g.data_ptr() + g.numel() * g.element_size())
                    for g in grads if g.numel())
     return any(start < end for (_, end), (start, _) in zip(spans, spans[1:]))

@@ -58,7 +58,7 @@ class Region:
     ran_backward: bool = False  # fxslots ran a backward of it outside prepare (tokens_readable)
     _grads: Any = None  # weak reference to the storage of a gradient watch_grads saw
     _recaptures: Counter = field(default_factory=Counter)  # by capture key
-    _anchors: dict[int, weakref.ref] = field(default_factory=dict)
+    _anchors: set[int] = field(default_factory=set)  # ids of the live anchors
     _sets: set = field(default_factory=set)  # parameter sets (Slot.params) track_set watches
 
     @classmethod
@@ -115,7 +115,8 @@ class Region:
     def watch_grads(self, grad: Any) -> None:
         """After a backward, until the loop is seen to keep gradients: one it handed out."""
         if (not self.grads_kept and isinstance(grad, torch.Tensor)
-                and not state.preparing):  # fxslots.prepare drops them itself
+                and not state.preparing  # fxslots.prepare drops them itself
+                and not _torch.is_batched(grad)):  # under vmap: nothing the loop keeps
             self._grads = _torch.StorageWeakRef(grad.untyped_storage())
 
     def note_forward(self) -> None:
@@ -228,12 +229,14 @@ class Region:
         anchor have died: Dynamo keeps compiled code (and so this region) after the model is
         gone, but nothing can run on the slots of a model that no longer exists."""
         if id(obj) not in self._anchors:
-            self._anchors[id(obj)] = weakref.ref(obj)
+            self._anchors.add(id(obj))
             _on_death(self, (obj,), "_anchor_died", id(obj))
 
     def _anchor_died(self, key: int) -> None:
-        if self._anchors.pop(key, None) is not None and not self._anchors:
-            self.free()
+        if key in self._anchors:
+            self._anchors.discard(key)
+            if not self._anchors:
+                self.free()
 
     def free(self) -> None:
         """Give back every byte no microbatch holds, and the graphs that point at them."""

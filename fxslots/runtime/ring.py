@@ -138,10 +138,10 @@ class SlotRing:
             f"the number of microbatches your schedule keeps in flight. A forward holds its "
             f"slot while anything of its autograd graph lives: an output kept without a "
             f"backward (an evaluation step outside torch.no_grad()), a result of "
-            f"create_graph=True, a backward with retain_graph=True while the loss lives" + ("" if params else ". A graph without parameters counts "
-                                    "every module that runs it as one (a parameter-less module "
-                                    "compiled on its own in each block): compile the block that "
-                                    "holds it instead"))
+            f"create_graph=True, a backward with retain_graph=True while the loss lives"
+            + ("" if params else ". A graph without parameters counts every module that runs "
+               "it as one (a parameter-less module compiled on its own in each block): compile "
+               "the block that holds it instead"))
 
     def _add(self, params: int, device: torch.device) -> Slot | None:
         """A new slot where the pending ones belong to other parameter sets, fewer than

@@ -204,8 +204,6 @@ class Variant:
         try:
             grads = None if recording else self._grad_buffers(slot)
             out = self.executor.backward(self, slot, args, grads)
-            if _torch.is_batched(next((o for o in out if isinstance(o, torch.Tensor)), None)):
-                return out  # under vmap (batched gradients): nothing to learn from them
             if (grads is None and slot is not None and self.accumulate is not None
                     and not torch.is_grad_enabled()):
                 self.feeds.watch(slot, self.accumulate.indices,

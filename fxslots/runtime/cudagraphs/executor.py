@@ -25,7 +25,7 @@ from ...options import Options
 from ...passes.collect import mutated_placeholders
 from ..layout import geometry_of, make_views, pack, slot_views
 from ..ring import Slot
-from ..variant import Direction, Variant
+from ..variant import Direction, EagerExecutor, Variant
 from .banks import Tangents, forward_buffer, note_capture
 from .delivery import Deliveries, warm_up
 from .keys import CaptureKey, moved_grads
@@ -187,7 +187,7 @@ class GraphExecutor:
         args = list(args)
         if slot.saved_outs is not None:  # tokens in the saved places: this run reads views
             saved_views(variant.saved_backward_args, slot.saved_outs, args)
-        return variant.runner(Direction.BACKWARD, grads is not None)(*args, *(grads or []))
+        return EagerExecutor().backward(variant, slot, args, grads)
 
     def _replay(self, cap: Captured, args: list[Any], slot: Slot, key: CaptureKey) -> bool:
         """Replay ``cap`` on ``args``; False (and nothing done) if an input moved since capture."""
