@@ -20,16 +20,17 @@ def keep_graph() -> bool:
 
 
 def is_batched(t: torch.Tensor | None) -> bool:
-    """Whether ``t`` is batched by vmap: functorch's, or the legacy one of ``is_grads_batched``."""
-    functorch = torch._C._functorch
-    return t is not None and (functorch.is_legacy_batchedtensor(t)
-                              or functorch.is_batchedtensor(t))
+    """Whether vmap batches ``t`` (functorch's or is_grads_batched's; absent checks skipped)."""
+    return t is not None and any(f is not None and f(t) for f in _BATCHED)
+
+
+_BATCHED = [getattr(torch._C._functorch, n, None)
+            for n in ("is_legacy_batchedtensor", "is_batchedtensor")]
 
 
 def records_graph() -> bool:
-    """True inside a backward that records a graph (``create_graph=True``, which keeps the
-    graph by default), where grad mode is off all the same: AOTAutograd runs it in the forward
-    of its double-backward function (its context ``double_ctx`` since torch 2.0), frames up."""
+    """Inside a backward recording a graph (``create_graph=True``, which keeps it), where grad
+    mode is off: AOTAutograd runs it in its double-backward function's forward (``double_ctx``)."""
     if not keep_graph():
         return False
     frame = sys._getframe(1)
@@ -141,11 +142,10 @@ def accumulating_grads(params: list[torch.Tensor | None],
 
 
 def _overlapping(grads: list[torch.Tensor]) -> bool:
-    """Whether two buffers share bytes (one buffer twice, ``b.grad = a.grad.view(...)``, slices
-    of one buffer that overlap): one multi-tensor add writes them at once on CUDA (an update
-    lost: 0.045 off on an H100, found by a review), where autograd adds one after the other.
-    Dense buffers (``_same_layout`` checked it) span numel * itemsize bytes; sorted by start,
-    two overlap only if two neighbours do."""
+    """Whether two buffers share bytes (``b.grad = a.grad.view(...)``, overlapping slices): one
+    multi-tensor add writes them at once on CUDA (an update lost: 0.045 off on an H100), where
+    autograd adds one after the other. Dense buffers (``_same_layout``) span numel * itemsize
+    bytes; sorted by start, two overlap only if two neighbours do."""
     spans = sorted((g.data_ptr(), g.data_ptr() + g.numel() * g.element_size())
                    for g in grads if g.numel())
     return any(start < end for (_, end), (start, _) in zip(spans, spans[1:]))
